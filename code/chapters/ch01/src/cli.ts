@@ -54,7 +54,7 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
     if (prompt === undefined || prompt.trim() === "") {
       throw new ConfigurationError("--prompt is required (or use --demo); see --help");
     }
-    const model = demo ? new ReplayModel(demo.transcript.messages) : await createModel(options, io.env);
+    const model = demo ? new ReplayModel(demo.transcript.messages) : await createModel(options, io);
     approval = new TerminalApprovalProvider(io.stdin, terminal, io.stdinIsTTY);
     const agent = buildAgent(entry.profile, {
       model,
@@ -96,9 +96,11 @@ function reportFailure(error: unknown, terminal: Terminal): number {
   return 1;
 }
 
-async function createModel(options: CliOptions, env: CliIO["env"]): Promise<ModelClient> {
+async function createModel(options: CliOptions, io: CliIO): Promise<ModelClient> {
+  const { env } = io;
   if (options.replay !== undefined) {
-    return new ReplayModel((await readTranscript(options.replay)).messages);
+    // Relative to where the user ran npm, like --transcript, so a recording replays from the same folder.
+    return new ReplayModel((await readTranscript(resolve(env.INIT_CWD ?? io.cwd, options.replay))).messages);
   }
   const apiKey = env.OPENAI_API_KEY?.trim();
   if (!apiKey) {
@@ -108,7 +110,8 @@ async function createModel(options: CliOptions, env: CliIO["env"]): Promise<Mode
   }
   const baseURL = options.baseUrl ?? (env.OPENAI_BASE_URL?.trim() || undefined);
   if (baseURL !== undefined && !URL.canParse(baseURL)) {
-    throw new ConfigurationError(`OPENAI_BASE_URL is not a URL: "${baseURL}"`);
+    const source = options.baseUrl === undefined ? "OPENAI_BASE_URL" : "--base-url";
+    throw new ConfigurationError(`${source} is not a URL: "${baseURL}"`);
   }
   const model = options.model ?? (env.OPENAI_MODEL?.trim() || DEFAULT_MODEL);
   return new OpenAIChatClient({ apiKey, model, ...(baseURL === undefined ? {} : { baseURL }) });

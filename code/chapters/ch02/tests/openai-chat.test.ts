@@ -200,7 +200,7 @@ describe("OpenAIChatClient against a loopback OpenAI-compatible server", () => {
     it("a body that is not JSON at all", async () => {
       const { client } = await setUp({ raw: "<html>gateway</html>", contentType: "text/html" });
       const error = await modelCallError(client.complete(ask()));
-      expect(error.message).toBe("The model provider sent a malformed reply: the response has no choices");
+      expect(error.message).toBe("The model provider sent a malformed reply: the response is not a JSON object");
     });
   });
 

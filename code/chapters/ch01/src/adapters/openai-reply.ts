@@ -7,6 +7,8 @@ import type { FinishReason, ModelReply } from "../core/model-client.js";
  * The SDK's types describe OpenAI's own API; other providers drift from it, so nothing is trusted.
  */
 export function parseChatCompletion(body: unknown): ModelReply {
+  // A gateway's HTML error page or a plain-text body arrives here as a string.
+  if (typeof body !== "object" || body === null) throw malformed("the response is not a JSON object");
   const choices = field(body, "choices");
   if (!Array.isArray(choices) || choices.length === 0) {
     throw malformed("the response has no choices");

@@ -1,6 +1,6 @@
 import { constants, lstatSync, realpathSync } from "node:fs";
 import { lstat, mkdir, open, readFile, stat } from "node:fs/promises";
-import { dirname, sep } from "node:path";
+import { dirname, join, sep } from "node:path";
 import fg from "fast-glob";
 import { resolveInWorkspace, type PathProbe } from "../core/safe-path.js";
 import {
@@ -58,7 +58,11 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
 
   async writeText(path: string, content: string): Promise<{ readonly created: boolean }> {
     const target = this.resolve(path);
-    await mkdir(dirname(target), { recursive: true });
+    await mkdir(dirname(target), { recursive: true }).catch((error: unknown) => {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EEXIST" || code === "ENOTDIR") throw new NotAFileError(`a parent folder of ${path} is a file`);
+      throw error;
+    });
     // Resolve again now that the folders exist: a link swapped in since the first check is caught here,
     // and O_NOFOLLOW refuses a final component that became a link in the last instant.
     if (this.resolve(path) !== target) throw new WorkspacePathError("escape", `${path} changed while it was written`);
@@ -89,11 +93,14 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
       suppressErrors: true,
     });
     const paths: string[] = [];
+    const linkFree = new Map<string, boolean>();
     let capped = false;
     for await (const entry of stream) {
       const path = String(entry);
       // Defence in depth: the pattern check above should make these impossible.
       if (path.startsWith("/") || path.split("/").includes("..")) continue;
+      // fast-glob only stops `**` at links; a pattern that names a linked folder (`link/*`) still enters it.
+      if (!this.isLinkFreeFolder(dirname(path), linkFree)) continue;
       if (paths.length === limit) {
         capped = true;
         break;
@@ -101,6 +108,22 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
       paths.push(path);
     }
     return { paths: paths.sort(), capped };
+  }
+
+  /** Whether a workspace-relative folder is reached without passing through any symlink or junction. */
+  private isLinkFreeFolder(folder: string, cache: Map<string, boolean>): boolean {
+    if (folder === ".") return true;
+    let answer = cache.get(folder);
+    if (answer === undefined) {
+      const lexical = join(this.workspace, folder);
+      try {
+        answer = realpathSync.native(lexical) === lexical;
+      } catch {
+        answer = false;
+      }
+      cache.set(folder, answer);
+    }
+    return answer;
   }
 
   private async existingFile(path: string): Promise<string> {

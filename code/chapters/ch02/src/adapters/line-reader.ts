@@ -33,7 +33,6 @@ export async function readLinePage(path: string, offset: number, limit: number):
     return true;
   };
   try {
-    let sawAny = false;
     reading: for (;;) {
       const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
       const text = bytesRead === 0 ? decoder.end() : decoder.write(buffer.subarray(0, bytesRead));
@@ -47,12 +46,10 @@ export async function readLinePage(path: string, offset: number, limit: number):
         }
       }
       append(text.slice(start));
-      sawAny ||= bytesRead > 0;
       if (bytesRead === 0) break;
     }
     // The last line has no newline after it; an empty file or a final newline leaves nothing.
     if (!more && current !== "" && !takeLine()) more = true;
-    if (!sawAny) return { text: "", firstLine: offset, lineCount: 0, more: false };
   } finally {
     await handle.close();
   }

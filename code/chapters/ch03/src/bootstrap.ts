@@ -1,0 +1,97 @@
+import { realpathSync } from "node:fs";
+import { NodeWorkspaceFileSystem } from "./adapters/filesystem.js";
+import { PowerShellRunner } from "./adapters/powershell.js";
+import type { AgentEventListener } from "./core/agent-events.js";
+import { AgentRunner } from "./core/agent-runner.js";
+import type { CommandRunner } from "./core/command-runner.js";
+import type { ModelClient } from "./core/model-client.js";
+import { PermissionPolicy } from "./core/permission-policy.js";
+import { PermissionRule, type ApprovalProvider, type AuditSink } from "./core/permissions.js";
+import { profileForChapter, type ChapterProfile } from "./core/profiles.js";
+import { ToolRegistry } from "./core/tool-registry.js";
+import type { WorkspaceFileSystem } from "./core/workspace-fs.js";
+import { registerBuiltinTools } from "./features/builtin-tools.js";
+
+export const DEFAULT_MAX_TURNS = 20;
+
+export interface BuildDependencies {
+  readonly model: ModelClient;
+  /** Folder the agent works in; resolved to its real path here. */
+  readonly workspace: string;
+  readonly commandRunner?: CommandRunner;
+  readonly fileSystem?: WorkspaceFileSystem;
+  readonly approvalProvider?: ApprovalProvider;
+  readonly auditSink?: AuditSink;
+  readonly maxTurns?: number;
+  readonly onEvent?: AgentEventListener;
+}
+
+/** Chapter 3's rule set: exactly one rule. */
+export const P03_RULES: readonly PermissionRule[] = Object.freeze([
+  new PermissionRule({
+    name: "confirm-file-write",
+    behavior: "ask",
+    reason: "File writes require explicit approval from chapter 3 onward",
+    matches: (request) => request.toolName === "write_file" || request.toolName === "edit_file",
+  }),
+]);
+
+/** The composition root: the only place that knows which concrete adapters a chapter uses. */
+export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): AgentRunner {
+  if (profileForChapter(profile.chapter) !== profile) {
+    throw new TypeError("buildAgent accepts only a profile returned by profileForChapter()");
+  }
+  const workspace = realpathSync(deps.workspace);
+  const tools = new ToolRegistry();
+  registerBuiltinTools(tools, profile.capabilities, {
+    commandRunner: deps.commandRunner ?? new PowerShellRunner(),
+    fileSystem: deps.fileSystem ?? new NodeWorkspaceFileSystem(workspace),
+  });
+  return new AgentRunner({
+    model: deps.model,
+    tools,
+    context: { workspace, identity: `agent-tutorial/ch${String(profile.chapter).padStart(2, "0")}` },
+    systemPrompt: systemPrompt(workspace, profile),
+    maxTurns: deps.maxTurns ?? DEFAULT_MAX_TURNS,
+    ...optionalPolicy(buildPolicy(profile, deps, workspace)),
+    ...(deps.onEvent ? { onEvent: deps.onEvent } : {}),
+  });
+}
+
+/** Callers cannot pass a policy: it follows from the profile, so no chapter 3 run lacks one. */
+function buildPolicy(
+  profile: ChapterProfile,
+  deps: BuildDependencies,
+  workspace: string,
+): PermissionPolicy | undefined {
+  const { approvalProvider, auditSink } = deps;
+  if (profile.capabilities.has("policy")) {
+    if (approvalProvider === undefined) throw new TypeError("approvalProvider is required for chapter 3 or later");
+    if (auditSink === undefined) throw new TypeError("auditSink is required for chapter 3 or later");
+    return new PermissionPolicy({
+      boundary: new NodeWorkspaceFileSystem(workspace),
+      rules: P03_RULES,
+      approvalProvider,
+      auditSink,
+    });
+  }
+  // Chapters 1 and 2 keep only their confirmation: the shell is still asked, nothing else is.
+  return approvalProvider === undefined ? undefined : new PermissionPolicy({ approvalProvider });
+}
+
+function optionalPolicy(policy: PermissionPolicy | undefined): { policy?: PermissionPolicy } {
+  return policy === undefined ? {} : { policy };
+}
+
+function systemPrompt(workspace: string, profile: ChapterProfile): string {
+  return [
+    "You are a coding agent. You work inside one folder, the workspace:",
+    workspace,
+    "Use the tools to look before you answer. The shell tool runs PowerShell, not bash.",
+    ...(profile.capabilities.has("files")
+      ? ["Prefer read_file, write_file, edit_file and glob for files; paths are relative to the workspace."]
+      : []),
+    "Every tool call may be refused by the user; if one is, do not retry it, explain instead.",
+    "When you are done, reply with a short final answer and no tool call.",
+  ].join("\n");
+}

@@ -1,0 +1,31 @@
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Transcript } from "./transcript.js";
+import { readTranscript } from "./transcript.js";
+
+export interface DemoSetup {
+  readonly workspace: string;
+  readonly prompt: string;
+  readonly transcript: Transcript;
+}
+
+const README = `# 演示工作区
+
+这是 agent-tutorial 的演示用临时文件夹。智能体只能在这里工作。
+`;
+
+/**
+ * A fresh workspace in a new temporary folder, and the chapter's bundled walkthrough to replay.
+ * The workspace sits one level down, so the walkthrough's `../outside.txt` also stays in the temp folder.
+ */
+export async function prepareDemo(): Promise<DemoSetup> {
+  const root = await mkdtemp(join(tmpdir(), "agent-tutorial-demo-"));
+  const workspace = join(root, "workspace");
+  await mkdir(workspace);
+  await writeFile(join(workspace, "README.md"), README, "utf8");
+  // From src/cli (tsx) and dist/cli (built) alike, the walkthrough is two folders up.
+  const transcript = await readTranscript(new URL("../../demo/walkthrough.json", import.meta.url));
+  const first = transcript.messages.find((message) => message.role === "user");
+  return { workspace, prompt: first?.content ?? "", transcript };
+}

@@ -1,0 +1,25 @@
+/** Port for running one shell command; `adapters/powershell.ts` implements it with PowerShell. */
+export interface CommandRequest {
+  readonly command: string;
+  /** Absolute folder the command starts in. */
+  readonly cwd: string;
+  readonly timeoutMs?: number;
+}
+
+export interface CommandResult {
+  /** stdout and stderr merged in arrival order, cut to the runner's cap. */
+  readonly output: string;
+  /** `null` when the process was killed (timeout) before it exited by itself. */
+  readonly exitCode: number | null;
+  readonly timedOut: boolean;
+  readonly truncated: boolean;
+}
+
+export interface CommandRunner {
+  run(request: CommandRequest): Promise<CommandResult>;
+}
+
+/** The shell executable could not be started at all (not installed, not executable). */
+export class CommandStartError extends Error {
+  override readonly name = "CommandStartError";
+}

@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { CapabilitySet, P01, profileForChapter } from "../src/core/profiles.js";
+
+describe("chapter profiles", () => {
+  it("P01 is frozen and holds exactly loop and powershell", () => {
+    expect(Object.isFrozen(P01)).toBe(true);
+    expect([...P01.capabilities]).toEqual(["loop", "powershell"]);
+    expect(P01.capabilities.has("policy")).toBe(false);
+    expect(profileForChapter(1)).toBe(P01);
+  });
+
+  it("CapabilitySet exposes no mutator, even at runtime", () => {
+    const set = new CapabilitySet(["loop"]);
+    const loose = set as unknown as Record<string, unknown>;
+    expect(loose.add).toBeUndefined();
+    expect(loose.delete).toBeUndefined();
+    expect(loose.clear).toBeUndefined();
+    expect(Object.isFrozen(set)).toBe(true);
+    expect(() => {
+      loose.add = () => undefined;
+    }).toThrow(TypeError);
+    expect(set.size).toBe(1);
+  });
+
+  it("CapabilitySet behaves as a ReadonlySet", () => {
+    const set = new CapabilitySet(["loop", "files", "loop"]);
+    const seen: string[] = [];
+    set.forEach((value, key, owner) => {
+      expect(key).toBe(value);
+      expect(owner).toBe(set);
+      seen.push(value);
+    });
+    expect(seen).toEqual(["loop", "files"]);
+    expect([...set.keys()]).toEqual([...set.values()]);
+    expect([...set.entries()]).toEqual([
+      ["loop", "loop"],
+      ["files", "files"],
+    ]);
+  });
+});
