@@ -6,33 +6,13 @@ import { buildAgent } from "../src/bootstrap.js";
 import { AgentLimitError, AgentRunError, IncompleteModelReplyError } from "../src/core/agent-errors.js";
 import type { AgentEvent } from "../src/core/agent-events.js";
 import { AgentRunner } from "../src/core/agent-runner.js";
-import type { ApprovalProvider, ApprovalRequest } from "../src/core/approval.js";
-import type { CommandRequest, CommandResult, CommandRunner } from "../src/core/command-runner.js";
+import type { CommandRunner } from "../src/core/command-runner.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import { P01, profileForChapter } from "../src/core/profiles.js";
 import type { Tool } from "../src/core/tool.js";
 import { toolSuccess } from "../src/core/tool-result.js";
+import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
-
-class FakeRunner implements CommandRunner {
-  readonly commands: CommandRequest[] = [];
-  constructor(
-    private readonly result: CommandResult = { output: "a.txt", exitCode: 0, timedOut: false, truncated: false },
-  ) {}
-  run(request: CommandRequest): Promise<CommandResult> {
-    this.commands.push(request);
-    return Promise.resolve(this.result);
-  }
-}
-
-class CountingApproval implements ApprovalProvider {
-  readonly requests: ApprovalRequest[] = [];
-  constructor(private readonly answer: (request: ApprovalRequest) => Promise<unknown>) {}
-  approve(request: ApprovalRequest): Promise<boolean> {
-    this.requests.push(request);
-    return this.answer(request) as Promise<boolean>;
-  }
-}
 
 let workspace: string;
 beforeEach(async () => {
@@ -42,7 +22,7 @@ afterEach(async () => {
   await rm(workspace, { recursive: true, force: true });
 });
 
-function agent(model: ScriptedModel, runner: CommandRunner, approval?: ApprovalProvider, maxTurns?: number) {
+function agent(model: ScriptedModel, runner: CommandRunner, approval?: CountingApproval, maxTurns?: number) {
   return buildAgent(P01, {
     model,
     workspace,
@@ -58,7 +38,7 @@ describe("the chapter 1 loop", () => {
       toolTurn(call("c1", "shell", { command: "Get-ChildItem" }), call("c2", "shell", { command: "Get-Date" })),
       textTurn("  There is a.txt.  "),
     ]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(() => Promise.resolve(true));
     const result = await agent(model, runner, approval).run("what is here?");
 
@@ -83,7 +63,7 @@ describe("the chapter 1 loop", () => {
 
   it("sends the system prompt and the user's prompt first", async () => {
     const model = new ScriptedModel([textTurn("hi")]);
-    await agent(model, new FakeRunner()).run("hello");
+    await agent(model, new RecordingCommandRunner()).run("hello");
     const [system, user] = model.requests[0]?.messages ?? [];
     expect(system?.role).toBe("system");
     expect(system?.content).toContain(workspace);
@@ -92,7 +72,7 @@ describe("the chapter 1 loop", () => {
 
   it("a refused shell call does not run and is answered as permission_denied", async () => {
     const model = new ScriptedModel([toolTurn(call("c1", "shell", { command: "Remove-Item x" })), textTurn("ok")]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(() => Promise.resolve(false));
     const result = await agent(model, runner, approval).run("go");
     expect(approval.requests).toHaveLength(1);
@@ -109,7 +89,7 @@ describe("the chapter 1 loop", () => {
     ["answers an object", () => Promise.resolve({ approved: true })],
   ])("an approval provider that %s refuses the call (fail closed)", async (_name, answer) => {
     const model = new ScriptedModel([toolTurn(call("c1", "shell", { command: "x" })), textTurn("ok")]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const result = await agent(model, runner, new CountingApproval(answer)).run("go");
     expect(runner.commands).toHaveLength(0);
     expect(toolMessages(result.history)[0]?.[1]).toBe(
@@ -123,7 +103,7 @@ describe("the chapter 1 loop", () => {
   ])("%s becomes a tool error without asking or running anything", async (_name, tool, content) => {
     const args = tool === "shell" ? "{not json" : { path: "x" };
     const model = new ScriptedModel([toolTurn(call("c1", tool, args)), textTurn("ok")]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(() => Promise.resolve(true));
     const result = await agent(model, runner, approval).run("go");
     expect(toolMessages(result.history)).toEqual([["c1", content]]);
@@ -135,7 +115,7 @@ describe("the chapter 1 loop", () => {
     "arguments %s that are JSON but not an object are invalid_json",
     async (args) => {
       const model = new ScriptedModel([toolTurn(call("c1", "shell", args)), textTurn("ok")]);
-      const result = await agent(model, new FakeRunner()).run("go");
+      const result = await agent(model, new RecordingCommandRunner()).run("go");
       expect(toolMessages(result.history)[0]?.[1]).toBe(
         "Error [invalid_json]: Arguments of shell must be a JSON object",
       );
@@ -146,7 +126,7 @@ describe("the chapter 1 loop", () => {
     "shell arguments %j are invalid_arguments",
     async (args) => {
       const model = new ScriptedModel([toolTurn(call("c1", "shell", args)), textTurn("ok")]);
-      const runner = new FakeRunner();
+      const runner = new RecordingCommandRunner();
       const result = await agent(model, runner).run("go");
       expect(toolMessages(result.history)[0]?.[1]).toBe(
         "Error [invalid_arguments]: shell takes exactly one field, command, a string",
@@ -178,7 +158,7 @@ describe("the chapter 1 loop", () => {
 
   it("stops with AgentLimitError after maxTurns model calls that all want tools", async () => {
     const model = new ScriptedModel([1, 2, 3].map((n) => toolTurn(call(`c${n}`, "shell", { command: "x" }))));
-    const error = await agent(model, new FakeRunner(), undefined, 2)
+    const error = await agent(model, new RecordingCommandRunner(), undefined, 2)
       .run("go")
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AgentLimitError);
@@ -197,7 +177,7 @@ describe("the chapter 1 loop", () => {
     ["stop", textTurn("   ", "stop")],
     ["length", toolTurnWith("length")],
   ])("an incomplete reply (finish_reason %s) raises IncompleteModelReplyError", async (reason, reply) => {
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const error = await agent(new ScriptedModel([reply]), runner)
       .run("go")
       .catch((e: unknown) => e);

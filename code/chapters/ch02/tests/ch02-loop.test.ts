@@ -4,8 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { OpenAIChatClient } from "../src/adapters/openai-chat.js";
 import { buildAgent } from "../src/bootstrap.js";
-import type { ApprovalProvider, ApprovalRequest } from "../src/core/approval.js";
-import type { CommandRequest, CommandResult, CommandRunner } from "../src/core/command-runner.js";
+import type { CommandRunner } from "../src/core/command-runner.js";
 import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import type { ToolSchema } from "../src/core/model-client.js";
 import { P02 } from "../src/core/profiles.js";
@@ -16,24 +15,8 @@ import {
   type CompletionSpec,
   type LoopbackOpenAI,
 } from "./support/loopback-openai.js";
+import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
 import { toolMessages } from "./support/scripted-model.js";
-
-class RecordingRunner implements CommandRunner {
-  readonly commands: CommandRequest[] = [];
-  run(request: CommandRequest): Promise<CommandResult> {
-    this.commands.push(request);
-    return Promise.resolve({ output: "notes\nsrc", exitCode: 0, timedOut: false, truncated: false });
-  }
-}
-
-class CountingApproval implements ApprovalProvider {
-  readonly requests: ApprovalRequest[] = [];
-  constructor(private readonly answer: boolean) {}
-  approve(request: ApprovalRequest): Promise<boolean> {
-    this.requests.push(request);
-    return Promise.resolve(this.answer);
-  }
-}
 
 /** The part of a Chat Completions request body these tests read. */
 interface WireRequest {
@@ -60,7 +43,7 @@ afterEach(async () => {
 });
 
 /** A loopback server playing `turns` in order, and a P02 agent talking to it through the real SDK. */
-async function agentAgainst(turns: readonly CompletionSpec[], runner: CommandRunner, approval: ApprovalProvider) {
+async function agentAgainst(turns: readonly CompletionSpec[], runner: CommandRunner, approval: CountingApproval) {
   const loopback = await startLoopbackOpenAI((_body, index) => {
     const turn = turns[index];
     return turn === undefined ? { json: apiError("script ran out"), status: 500 } : { json: completion(turn) };
@@ -87,7 +70,7 @@ const SUMMARY = "One source file: src/app.ts.\n";
 
 describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", () => {
   it("refuses a write outside, writes inside without asking, reads and globs, and pairs every result", async () => {
-    const runner = new RecordingRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(true);
     const { agent, requests } = await agentAgainst(
       [
@@ -132,7 +115,7 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
   it("offers exactly shell, read_file, write_file, edit_file and glob, each a strict schema with no handler or effect", async () => {
     const { agent, requests } = await agentAgainst(
       [{ content: "Nothing to do." }],
-      new RecordingRunner(),
+      new RecordingCommandRunner(),
       new CountingApproval(true),
     );
     await agent.run("hello");
@@ -169,7 +152,7 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
   });
 
   it("asks approval for a shell call but not for a write in the same turn, and runs the approved command", async () => {
-    const runner = new RecordingRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(true);
     const { agent, requests } = await agentAgainst(
       [
@@ -193,7 +176,7 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     expect(runner.commands).toEqual([{ command: "Get-ChildItem", cwd: workspace }]);
     const sent = requests();
     expect(toolMessages(sent[1]?.messages ?? [])).toEqual([
-      ["call_ls", "notes\nsrc"],
+      ["call_ls", "a.txt"],
       ["call_log", "Created log.txt (7 bytes)"],
     ]);
     for (const request of sent) expect(() => validateToolPairing(request.messages)).not.toThrow();
@@ -202,7 +185,7 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
   });
 
   it("a refused shell call never reaches the CommandRunner and the model is told permission_denied", async () => {
-    const runner = new RecordingRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(false);
     const { agent, requests } = await agentAgainst(
       [

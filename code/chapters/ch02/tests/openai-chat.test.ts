@@ -6,8 +6,6 @@ import { afterEach, describe, expect, it } from "vitest";
 import { OpenAIChatClient } from "../src/adapters/openai-chat.js";
 import { buildAgent } from "../src/bootstrap.js";
 import { AgentRunError, ModelCallError } from "../src/core/agent-errors.js";
-import type { ApprovalProvider, ApprovalRequest } from "../src/core/approval.js";
-import type { CommandRequest, CommandResult, CommandRunner } from "../src/core/command-runner.js";
 import { ToolPairingError, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import type { ModelRequest, ToolSchema } from "../src/core/model-client.js";
 import { P01 } from "../src/core/profiles.js";
@@ -18,6 +16,7 @@ import {
   type LoopbackOpenAI,
   type LoopbackReply,
 } from "./support/loopback-openai.js";
+import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
 
 const MODEL = "test-model";
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
@@ -314,22 +313,6 @@ describe("OpenAIChatClient against a loopback OpenAI-compatible server", () => {
 });
 
 describe("the chapter 1 agent against a loopback OpenAI-compatible server", () => {
-  class RecordingRunner implements CommandRunner {
-    readonly requests: CommandRequest[] = [];
-    constructor(private readonly result: CommandResult) {}
-    run(request: CommandRequest): Promise<CommandResult> {
-      this.requests.push(request);
-      return Promise.resolve(this.result);
-    }
-  }
-  class CountingApproval implements ApprovalProvider {
-    readonly requests: ApprovalRequest[] = [];
-    approve(request: ApprovalRequest): Promise<boolean> {
-      this.requests.push(request);
-      return Promise.resolve(true);
-    }
-  }
-
   it("runs an approved shell call and sends the paired tool message back to the model", async () => {
     const workspace = await realpath(await mkdtemp(join(tmpdir(), "ch01-openai-")));
     folders.push(workspace);
@@ -339,7 +322,12 @@ describe("the chapter 1 agent against a loopback OpenAI-compatible server", () =
         : { json: completion({ content: "The workspace holds README.md and src." }) },
     );
     server = loopback;
-    const runner = new RecordingRunner({ output: "README.md\nsrc", exitCode: 0, timedOut: false, truncated: false });
+    const runner = new RecordingCommandRunner({
+      output: "README.md\nsrc",
+      exitCode: 0,
+      timedOut: false,
+      truncated: false,
+    });
     const approval = new CountingApproval();
     const agent = buildAgent(P01, {
       model: clientFor(loopback),
@@ -377,6 +365,6 @@ describe("the chapter 1 agent against a loopback OpenAI-compatible server", () =
     expect(approval.requests).toEqual([
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-ChildItem" } },
     ]);
-    expect(runner.requests).toEqual([{ command: "Get-ChildItem", cwd: workspace }]);
+    expect(runner.commands).toEqual([{ command: "Get-ChildItem", cwd: workspace }]);
   });
 });

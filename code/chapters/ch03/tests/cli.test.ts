@@ -12,14 +12,19 @@ import { Terminal } from "../src/cli/terminal.js";
 import { isYes, TerminalApprovalProvider } from "../src/cli/terminal-approval.js";
 import { runCli, type CliEntry, type CliIO } from "../src/cli.js";
 import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
-import { P01 } from "../src/core/profiles.js";
+import { PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
+import { P03 } from "../src/core/profiles.js";
+import { ToolRegistry, type ValidToolCall } from "../src/core/tool-registry.js";
+import { shellTool } from "../src/features/shell.js";
+import { RecordingCommandRunner } from "./support/fakes.js";
 import { apiError, completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
 
-const ENTRY: CliEntry = { name: "ch01", title: "第 1 章 (测试)", profile: P01 };
+const ENTRY: CliEntry = { name: "ch03", title: "第 3 章 (测试)", profile: P03 };
 /** The tools this chapter offers the model, in order. */
 const TOOL_NAMES = ["shell", "read_file", "write_file", "edit_file", "glob"];
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
-const DENIED = "Error [permission_denied]: The user did not approve this tool call";
+const DENIED = "Error [permission_denied]: No interactive terminal to ask for approval";
+const DENIED_BY_USER = "Error [permission_denied]: Denied by the user";
 const FINAL = "I could not list the files: the call was not approved.";
 const ASK_LINES = [
   "工具调用需要批准: shell",
@@ -202,12 +207,17 @@ describe("runCli against a loopback model", () => {
     expect(run).toEqual({
       code: 0,
       stdout: `${FINAL}\n`,
-      stderr: `→ shell {"command":"Get-ChildItem"}\n${ASK_LINES}  ✗ denied\n`,
+      stderr: `→ shell {"command":"Get-ChildItem"}\n${ASK_LINES}[Permission] shell: deny (user) - Denied by the user\n  ✗ denied\n`,
     });
     expect(server.requests).toHaveLength(2);
     expect(server.requests[1]).toMatchObject({
       model: "loopback-model",
-      messages: [{ role: "system" }, { role: "user", content: "List the files" }, { role: "assistant" }, toolMessage()],
+      messages: [
+        { role: "system" },
+        { role: "user", content: "List the files" },
+        { role: "assistant" },
+        toolMessage(DENIED_BY_USER),
+      ],
     });
   });
 
@@ -258,6 +268,7 @@ describe("runCli against a loopback model", () => {
       stderr: [
         '→ shell {"command":"Get-ChildItem"}',
         "(没有交互式终端, 无法询问, 已拒绝: shell)",
+        "[Permission] shell: deny (terminal-approval) - No interactive terminal to ask for approval",
         "  ✗ denied",
         "运行失败: The replay has no assistant turn 2; it recorded 1",
         "",
@@ -277,11 +288,18 @@ describe("runCli against a loopback model", () => {
 });
 
 describe("TerminalApprovalProvider", () => {
-  const request = {
-    toolName: "shell",
-    reason: "Shell execution requires approval",
-    arguments: { command: "Get-ChildItem" },
-  };
+  const registry = new ToolRegistry();
+  registry.register(shellTool(new RecordingCommandRunner()));
+  const prepared = registry.prepare({
+    id: "c1",
+    type: "function",
+    function: { name: "shell", arguments: '{"command":"Get-ChildItem"}' },
+  }) as ValidToolCall;
+  const request = new PermissionRequest({ prepared, context: { workspace: "/ws", identity: "test" } });
+  const pending = new PermissionDecision("ask", "Shell execution requires approval", "shell-default");
+  const ALLOWED = new PermissionDecision("allow", "Approved by the user", "user");
+  const REFUSED = new PermissionDecision("deny", "Denied by the user", "user");
+  const NO_TTY = new PermissionDecision("deny", "No interactive terminal to ask for approval", "terminal-approval");
 
   function provider(isTTY: boolean): { input: PassThrough; output: Sink; approval: TerminalApprovalProvider } {
     const input = new PassThrough();
@@ -297,7 +315,7 @@ describe("TerminalApprovalProvider", () => {
   it("without a TTY on stdin refuses without asking and never reads stdin", async () => {
     const { input, output, approval } = provider(false);
     input.write("y\n");
-    expect(await approval.approve(request)).toBe(false);
+    expect(await approval.requestApproval(request, pending)).toEqual(NO_TTY);
     approval.close();
     expect(output.text).toBe("(没有交互式终端, 无法询问, 已拒绝: shell)\n");
     expect(output.text).not.toContain("允许本次调用?");
@@ -306,9 +324,9 @@ describe("TerminalApprovalProvider", () => {
 
   it("on a TTY prints the tool, the reason, the arguments as JSON, then the question", async () => {
     const { input, output, approval } = provider(true);
-    const answer = approval.approve(request);
+    const answer = approval.requestApproval(request, pending);
     input.write("y\n");
-    expect(await answer).toBe(true);
+    expect(await answer).toEqual(ALLOWED);
     approval.close();
     expect(output.text).toBe(ASK_LINES);
   });
@@ -318,7 +336,7 @@ describe("TerminalApprovalProvider", () => {
     async (typed) => {
       const { input, approval } = provider(true);
       input.end(typed);
-      expect(await approval.approve(request)).toBe(true);
+      expect(await approval.requestApproval(request, pending)).toEqual(ALLOWED);
       approval.close();
     },
   );
@@ -328,7 +346,7 @@ describe("TerminalApprovalProvider", () => {
     async (typed) => {
       const { input, approval } = provider(true);
       input.end(typed);
-      expect(await approval.approve(request)).toBe(false);
+      expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
       approval.close();
     },
   );
@@ -336,8 +354,8 @@ describe("TerminalApprovalProvider", () => {
   it("answers typed ahead in one chunk go to the questions in order", async () => {
     const { input, output, approval } = provider(true);
     input.write("y\nn\n");
-    expect(await approval.approve(request)).toBe(true);
-    expect(await approval.approve(request)).toBe(false);
+    expect(await approval.requestApproval(request, pending)).toEqual(ALLOWED);
+    expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
     approval.close();
     expect(output.text).toBe(ASK_LINES + ASK_LINES);
   });
@@ -345,9 +363,9 @@ describe("TerminalApprovalProvider", () => {
   it("after the end of input every further question is refused", async () => {
     const { input, approval } = provider(true);
     input.end("y\n");
-    expect(await approval.approve(request)).toBe(true);
-    expect(await approval.approve(request)).toBe(false);
-    expect(await approval.approve(request)).toBe(false);
+    expect(await approval.requestApproval(request, pending)).toEqual(ALLOWED);
+    expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
+    expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
     approval.close();
   });
 });
@@ -404,6 +422,7 @@ describe(`the ${ENTRY.name} entry as a program`, () => {
       stderr: [
         '→ shell {"command":"Get-ChildItem"}',
         "(没有交互式终端, 无法询问, 已拒绝: shell)",
+        "[Permission] shell: deny (terminal-approval) - No interactive terminal to ask for approval",
         "  ✗ denied",
         "",
       ].join("\n"),
@@ -429,8 +448,8 @@ function toolCall(): unknown {
   return { id: LIST.id, type: "function", function: { name: LIST.name, arguments: LIST.arguments } };
 }
 
-function toolMessage(): ChatMessage {
-  return { role: "tool", tool_call_id: LIST.id, content: DENIED };
+function toolMessage(content = DENIED): ChatMessage {
+  return { role: "tool", tool_call_id: LIST.id, content };
 }
 
 /** A recorded run with one assistant turn: a shell call, and its answer. */

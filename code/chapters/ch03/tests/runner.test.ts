@@ -6,34 +6,14 @@ import { buildAgent } from "../src/bootstrap.js";
 import { AgentLimitError, AgentRunError, IncompleteModelReplyError } from "../src/core/agent-errors.js";
 import type { AgentEvent } from "../src/core/agent-events.js";
 import { AgentRunner } from "../src/core/agent-runner.js";
-import type { ApprovalProvider, ApprovalRequest } from "../src/core/approval.js";
-import type { CommandRequest, CommandResult, CommandRunner } from "../src/core/command-runner.js";
+import type { CommandRunner } from "../src/core/command-runner.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import { P01, profileForChapter } from "../src/core/profiles.js";
 import { z } from "zod";
 import { ToolRegistry } from "../src/core/tool-registry.js";
 import { toolSuccess, type ToolResult } from "../src/core/tool-result.js";
+import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
-
-class FakeRunner implements CommandRunner {
-  readonly commands: CommandRequest[] = [];
-  constructor(
-    private readonly result: CommandResult = { output: "a.txt", exitCode: 0, timedOut: false, truncated: false },
-  ) {}
-  run(request: CommandRequest): Promise<CommandResult> {
-    this.commands.push(request);
-    return Promise.resolve(this.result);
-  }
-}
-
-class CountingApproval implements ApprovalProvider {
-  readonly requests: ApprovalRequest[] = [];
-  constructor(private readonly answer: (request: ApprovalRequest) => Promise<unknown>) {}
-  approve(request: ApprovalRequest): Promise<boolean> {
-    this.requests.push(request);
-    return this.answer(request) as Promise<boolean>;
-  }
-}
 
 let workspace: string;
 beforeEach(async () => {
@@ -43,7 +23,7 @@ afterEach(async () => {
   await rm(workspace, { recursive: true, force: true });
 });
 
-function agent(model: ScriptedModel, runner: CommandRunner, approval?: ApprovalProvider, maxTurns?: number) {
+function agent(model: ScriptedModel, runner: CommandRunner, approval?: CountingApproval, maxTurns?: number) {
   return buildAgent(P01, {
     model,
     workspace,
@@ -59,7 +39,7 @@ describe("the chapter 1 loop", () => {
       toolTurn(call("c1", "shell", { command: "Get-ChildItem" }), call("c2", "shell", { command: "Get-Date" })),
       textTurn("  There is a.txt.  "),
     ]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(() => Promise.resolve(true));
     const result = await agent(model, runner, approval).run("what is here?");
 
@@ -84,7 +64,7 @@ describe("the chapter 1 loop", () => {
 
   it("sends the system prompt and the user's prompt first", async () => {
     const model = new ScriptedModel([textTurn("hi")]);
-    await agent(model, new FakeRunner()).run("hello");
+    await agent(model, new RecordingCommandRunner()).run("hello");
     const [system, user] = model.requests[0]?.messages ?? [];
     expect(system?.role).toBe("system");
     expect(system?.content).toContain(workspace);
@@ -93,7 +73,7 @@ describe("the chapter 1 loop", () => {
 
   it("a refused shell call does not run and is answered as permission_denied", async () => {
     const model = new ScriptedModel([toolTurn(call("c1", "shell", { command: "Remove-Item x" })), textTurn("ok")]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(() => Promise.resolve(false));
     const result = await agent(model, runner, approval).run("go");
     expect(approval.requests).toHaveLength(1);
@@ -103,19 +83,17 @@ describe("the chapter 1 loop", () => {
     ]);
   });
 
-  it.each<[string, () => Promise<unknown>]>([
-    ["throws", () => Promise.reject(new Error("terminal gone"))],
-    ["answers a truthy string", () => Promise.resolve("yes")],
-    ["answers 1", () => Promise.resolve(1)],
-    ["answers an object", () => Promise.resolve({ approved: true })],
-  ])("an approval provider that %s refuses the call (fail closed)", async (_name, answer) => {
+  it.each<[string, () => Promise<unknown>, string]>([
+    ["throws", () => Promise.reject(new Error("terminal gone")), "Approval failed"],
+    ["answers a truthy string", () => Promise.resolve("yes"), "Approval provider returned an invalid answer"],
+    ["answers 1", () => Promise.resolve(1), "Approval provider returned an invalid answer"],
+    ["answers an object", () => Promise.resolve({ approved: true }), "Approval provider returned an invalid answer"],
+  ])("an approval provider that %s refuses the call (fail closed)", async (_name, answer, reason) => {
     const model = new ScriptedModel([toolTurn(call("c1", "shell", { command: "x" })), textTurn("ok")]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const result = await agent(model, runner, new CountingApproval(answer)).run("go");
     expect(runner.commands).toHaveLength(0);
-    expect(toolMessages(result.history)[0]?.[1]).toBe(
-      "Error [permission_denied]: The user did not approve this tool call",
-    );
+    expect(toolMessages(result.history)[0]?.[1]).toBe(`Error [permission_denied]: ${reason}`);
   });
 
   it.each<[string, string, string]>([
@@ -124,7 +102,7 @@ describe("the chapter 1 loop", () => {
   ])("%s becomes a tool error without asking or running anything", async (_name, tool, content) => {
     const args = tool === "shell" ? "{not json" : { path: "x" };
     const model = new ScriptedModel([toolTurn(call("c1", tool, args)), textTurn("ok")]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(() => Promise.resolve(true));
     const result = await agent(model, runner, approval).run("go");
     expect(toolMessages(result.history)).toEqual([["c1", content]]);
@@ -136,7 +114,7 @@ describe("the chapter 1 loop", () => {
     "arguments %s that are JSON but not an object are invalid_json",
     async (args) => {
       const model = new ScriptedModel([toolTurn(call("c1", "shell", args)), textTurn("ok")]);
-      const result = await agent(model, new FakeRunner()).run("go");
+      const result = await agent(model, new RecordingCommandRunner()).run("go");
       expect(toolMessages(result.history)[0]?.[1]).toBe(
         "Error [invalid_json]: Arguments of shell must be a JSON object",
       );
@@ -149,7 +127,7 @@ describe("the chapter 1 loop", () => {
     [{ command: "x", extra: true }, '(arguments): Unrecognized key: "extra"'],
   ])("shell arguments %j are invalid_arguments naming the field", async (args, problem) => {
     const model = new ScriptedModel([toolTurn(call("c1", "shell", args)), textTurn("ok")]);
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const approval = new CountingApproval(() => Promise.resolve(true));
     const result = await agent(model, runner, approval).run("go");
     expect(toolMessages(result.history)[0]?.[1]).toBe(
@@ -184,7 +162,7 @@ describe("the chapter 1 loop", () => {
 
   it("stops with AgentLimitError after maxTurns model calls that all want tools", async () => {
     const model = new ScriptedModel([1, 2, 3].map((n) => toolTurn(call(`c${n}`, "shell", { command: "x" }))));
-    const error = await agent(model, new FakeRunner(), undefined, 2)
+    const error = await agent(model, new RecordingCommandRunner(), undefined, 2)
       .run("go")
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AgentLimitError);
@@ -203,7 +181,7 @@ describe("the chapter 1 loop", () => {
     ["stop", textTurn("   ", "stop")],
     ["length", toolTurnWith("length")],
   ])("an incomplete reply (finish_reason %s) raises IncompleteModelReplyError", async (reason, reply) => {
-    const runner = new FakeRunner();
+    const runner = new RecordingCommandRunner();
     const error = await agent(new ScriptedModel([reply]), runner)
       .run("go")
       .catch((e: unknown) => e);
@@ -240,7 +218,7 @@ describe("the chapter 1 loop", () => {
       "buildAgent accepts only a profile returned by profileForChapter()",
     );
     expect(profileForChapter(1)).toBe(P01);
-    expect(() => profileForChapter(3)).toThrow("No profile for chapter 3; this snapshot knows chapters 1, 2");
+    expect(() => profileForChapter(4)).toThrow("No profile for chapter 4; this snapshot knows chapters 1, 2, 3");
   });
 });
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { existsSync } from "node:fs";
 import { runCli } from "../cli.js";
-import { P02 } from "../core/profiles.js";
+import { P03 } from "../core/profiles.js";
 
 // A .env beside where npm runs (the repository root) holds the key for readers who prefer a file.
 if (existsSync(".env")) process.loadEnvFile(".env");
@@ -20,5 +20,5 @@ process.exitCode = await runCli(
     stderr: process.stderr,
     stderrIsTTY: isTTY(process.stderr),
   },
-  { name: "ch02", title: "agent-tutorial 第 2 章: 工具注册表、五个工具与工作区路径安全", profile: P02 },
+  { name: "ch03", title: "agent-tutorial 第 3 章: 副作用之前的权限策略 (边界、规则、审批、审计)", profile: P03 },
 );

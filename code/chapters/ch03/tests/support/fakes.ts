@@ -1,0 +1,39 @@
+import { PermissionDecision, type ApprovalProvider, type PermissionRequest } from "../../src/core/permissions.js";
+import type { CommandRequest, CommandResult, CommandRunner } from "../../src/core/command-runner.js";
+
+/** A `CommandRunner` that runs nothing: it records each request and answers with one fixed result. */
+export class RecordingCommandRunner implements CommandRunner {
+  readonly commands: CommandRequest[] = [];
+  constructor(
+    private readonly result: CommandResult = { output: "a.txt", exitCode: 0, timedOut: false, truncated: false },
+  ) {}
+  run(request: CommandRequest): Promise<CommandResult> {
+    this.commands.push(request);
+    return Promise.resolve(this.result);
+  }
+}
+
+/** What an approval provider was shown, in a shape every chapter's tests can compare. */
+export interface SeenApproval {
+  readonly toolName: string;
+  readonly reason: string;
+  readonly arguments: unknown;
+}
+
+/**
+ * Counts its calls and answers with `answer` (a value, or a function of the request): `true` and
+ * `false` become allow and deny decisions from `user`; anything else is returned as it is.
+ */
+export class CountingApproval implements ApprovalProvider {
+  readonly requests: SeenApproval[] = [];
+  constructor(private readonly answer: unknown = true) {}
+  async requestApproval(request: PermissionRequest, pending: PermissionDecision): Promise<PermissionDecision> {
+    const seen = { toolName: request.toolName, reason: pending.reason, arguments: request.prepared.arguments };
+    this.requests.push(seen);
+    const answer: unknown =
+      typeof this.answer === "function" ? await (this.answer as (r: SeenApproval) => unknown)(seen) : this.answer;
+    if (answer === true) return new PermissionDecision("allow", "Approved in the test", "user");
+    if (answer === false) return new PermissionDecision("deny", "The user did not approve this tool call", "user");
+    return answer as PermissionDecision;
+  }
+}
