@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { OpenAIChatClient } from "./adapters/openai-chat.js";
@@ -26,6 +26,28 @@ export interface CliIO {
   readonly stdout: Writable;
   readonly stderr: Writable;
   readonly stderrIsTTY: boolean;
+}
+
+/** The real process: its environment, folder and standard streams. */
+export function processIO(): CliIO {
+  // Node's types claim `isTTY` is always a boolean; on a pipe it is simply absent.
+  const isTTY = (stream: { isTTY?: boolean }): boolean => stream.isTTY === true;
+  // A .env where npm runs (the repository root) holds the key for readers who prefer a file.
+  if (existsSync(".env")) process.loadEnvFile(".env");
+  // `… --help | head` closes the pipe early: that ends the output, it is not a crash.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+    process.exit(0);
+  });
+  return {
+    env: process.env,
+    cwd: process.cwd(),
+    stdin: process.stdin,
+    stdinIsTTY: isTTY(process.stdin),
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stderrIsTTY: isTTY(process.stderr),
+  };
 }
 
 export interface CliEntry {

@@ -64,6 +64,8 @@ export class PermissionPolicy {
     const path = request.prepared.arguments.path;
     if (boundary === undefined || request.prepared.definition.effect !== "write" || typeof path !== "string") return [];
     try {
+      // Fail closed: only a real `true` is inside; a JavaScript boundary answering "yes" is not.
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-boolean-literal-compare
       if ((await boundary.isInsideWorkspace(path)) === true) return [];
       return [new PermissionDecision("deny", "Writing outside the workspace is forbidden", "workspace-boundary")];
     } catch {

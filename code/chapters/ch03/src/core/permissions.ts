@@ -21,8 +21,10 @@ export class PermissionDecision {
     /** Who decided: a participant or rule name, `default`, or the approver. */
     readonly source: string,
   ) {
-    if (!(PERMISSION_BEHAVIORS as readonly unknown[]).includes(behavior)) {
-      throw new PermissionContractError(`unknown permission behavior: ${String(behavior)}`);
+    // The types say this cannot happen; JavaScript callers and JSON input say otherwise.
+    const given: unknown = behavior;
+    if (!(PERMISSION_BEHAVIORS as readonly unknown[]).includes(given)) {
+      throw new PermissionContractError(`unknown permission behavior: ${String(given)}`);
     }
     if (typeof reason !== "string" || reason.trim() === "")
       throw new PermissionContractError("a decision needs a reason");
@@ -115,12 +117,17 @@ export interface WorkspaceWriteBoundary {
 
 function isValidPrepared(prepared: unknown): prepared is ValidToolCall {
   if (typeof prepared !== "object" || prepared === null || "error" in prepared) return false;
-  const candidate = prepared as Partial<ValidToolCall>;
+  const { call, definition, arguments: args } = prepared as Record<string, unknown>;
+  const { name, effect } = (typeof definition === "object" && definition !== null ? definition : {}) as Record<
+    string,
+    unknown
+  >;
   return (
-    typeof candidate.call === "object" &&
-    typeof candidate.definition?.name === "string" &&
-    typeof candidate.definition.effect === "string" &&
-    typeof candidate.arguments === "object" &&
-    candidate.arguments !== null
+    typeof call === "object" &&
+    call !== null &&
+    typeof name === "string" &&
+    typeof effect === "string" &&
+    typeof args === "object" &&
+    args !== null
   );
 }

@@ -1,0 +1,142 @@
+// glob: the `glob` tool vs raw fast-glob with the same options, on a generated 100k-file tree with symlinks.
+import { closeSync, mkdirSync, openSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
+import fg from "fast-glob";
+import { NodeWorkspaceFileSystem } from "../../code/chapters/ch03/src/adapters/filesystem.js";
+import { ToolRegistry } from "../../code/chapters/ch03/src/core/tool-registry.js";
+import { globTool, MAX_GLOB_RESULTS } from "../../code/chapters/ch03/src/features/glob.js";
+import { nowNs, pairedRatio, rounds, summarize } from "./stats.js";
+import { ratioText, type Row } from "./table.js";
+import { makeTemp, removeTemp } from "./temp.js";
+
+const TOP = 100;
+const MIDDLE = 10;
+const LEAVES = 100;
+const LINKS = 10;
+/** One deep file with a unique name: finding it needs the whole walk and returns one match. */
+const NEEDLE = "d057/s3/needle-0042.txt";
+
+export async function benchGlob(options: { readonly runs: number }): Promise<{ rows: Row[]; notes: string[] }> {
+  const root = makeTemp("glob");
+  try {
+    const started = nowNs();
+    const { workspace, files } = generateTree(root);
+    const generatedMs = (nowNs() - started) / 1e6;
+    const fileSystem = new NodeWorkspaceFileSystem(workspace);
+    const tools = new ToolRegistry();
+    tools.register(globTool(fileSystem));
+    const context = { workspace, identity: "agent-tutorial/bench" };
+    const viaTool = async (pattern: string): Promise<string> => {
+      const prepared = tools.prepare({
+        id: "call_glob",
+        type: "function",
+        function: { name: "glob", arguments: JSON.stringify({ pattern }) },
+      });
+      if ("error" in prepared) throw new Error(prepared.error.content);
+      return (await tools.invoke(prepared, context)).content;
+    };
+    const fgOptions = { cwd: workspace, followSymbolicLinks: false, onlyFiles: true } as const;
+    /** What the tool itself does before its checks: fast-glob's stream, stopped after the cap. */
+    const fgStreamFirst = async (pattern: string, limit: number): Promise<number> => {
+      let count = 0;
+      for await (const entry of fg.stream(pattern, fgOptions)) {
+        if (String(entry) !== "") count += 1;
+        if (count >= limit) break;
+      }
+      return count;
+    };
+    const timed = (work: () => Promise<unknown>) => async (): Promise<number> => {
+      const start = nowNs();
+      await work();
+      return nowNs() - start;
+    };
+
+    // What each side found, checked once outside the timings.
+    const fewTool = await viaTool("**/needle-*.txt");
+    const fewRaw = await fg("**/needle-*.txt", fgOptions);
+    const allRaw = await fg("**/*", fgOptions);
+    const allTool = await viaTool("**/*");
+    const notes = [
+      `glob: tree of ${files.toLocaleString("en")} files (${TOP}×${MIDDLE}×${LEAVES}) and ${LINKS + 1} symlinked folders, generated in ${(generatedMs / 1e3).toFixed(1)} s; ` +
+        `\`**/*\` finds ${allRaw.length.toLocaleString("en")} files with raw fast-glob, the tool returns ${allTool
+          .split("\n")
+          .filter((line) => !line.startsWith("["))
+          .length.toLocaleString("en")} (cap ${MAX_GLOB_RESULTS}).`,
+    ];
+    if (fewTool !== NEEDLE || fewRaw.join() !== NEEDLE)
+      notes.push(`glob: MISMATCH for the needle: tool ${JSON.stringify(fewTool)}, raw ${JSON.stringify(fewRaw)}`);
+
+    const samples = await rounds(
+      {
+        fewTool: timed(() => viaTool("**/needle-*.txt")),
+        fewRaw: timed(() => fg("**/needle-*.txt", fgOptions)),
+        fewStream: timed(() => fgStreamFirst("**/needle-*.txt", Infinity)),
+        allTool: timed(() => viaTool("**/*")),
+        allRaw: timed(() => fg("**/*", fgOptions)),
+        allStream: timed(() => fgStreamFirst("**/*", MAX_GLOB_RESULTS)),
+      },
+      { runs: options.runs, warmup: 1 },
+    );
+    const fewRatio = pairedRatio(samples.fewTool, samples.fewRaw);
+    const allFairRatio = pairedRatio(samples.allTool, samples.allStream);
+    return {
+      rows: [
+        {
+          name: "glob `**/needle-*.txt` (1 match): tool",
+          kind: "time",
+          value: summarize(samples.fewTool),
+          ratio: ratioText(fewRatio, "raw"),
+          goal: { text: "≤ 1.2× raw", met: fewRatio <= 1.2 },
+        },
+        { name: "glob `**/needle-*.txt`: raw fast-glob (array)", kind: "time", value: summarize(samples.fewRaw) },
+        {
+          name: "glob `**/needle-*.txt`: raw fast-glob.stream",
+          kind: "time",
+          value: summarize(samples.fewStream),
+          ratio: ratioText(pairedRatio(samples.fewStream, samples.fewRaw), "raw"),
+        },
+        {
+          name: "glob `**/*`: tool (stops at 1,000)",
+          kind: "time",
+          value: summarize(samples.allTool),
+          ratio: `${ratioText(pairedRatio(samples.allTool, samples.allRaw), "raw")}; ${ratioText(allFairRatio, "stream-1000")}`,
+          goal: { text: "≤ 1.2× stream-1000", met: allFairRatio <= 1.2 },
+        },
+        { name: "glob `**/*`: raw fast-glob (array, 100k)", kind: "time", value: summarize(samples.allRaw) },
+        {
+          name: "glob `**/*`: raw fast-glob.stream, first 1,000",
+          kind: "time",
+          value: summarize(samples.allStream),
+          ratio: ratioText(pairedRatio(samples.allStream, samples.allRaw), "raw"),
+        },
+      ],
+      notes,
+    };
+  } finally {
+    removeTemp(root);
+  }
+}
+
+/** `workspace/dNNN/sN/fNNN.txt` (empty files), links `workspace/link-N` to folders inside and one to `outside/`. */
+function generateTree(root: string): { workspace: string; files: number } {
+  const workspace = join(root, "workspace");
+  let files = 0;
+  for (let top = 0; top < TOP; top += 1) {
+    for (let middle = 0; middle < MIDDLE; middle += 1) {
+      const folder = join(workspace, `d${String(top).padStart(3, "0")}`, `s${middle}`);
+      mkdirSync(folder, { recursive: true });
+      for (let leaf = 0; leaf < LEAVES; leaf += 1) {
+        const name = `d${String(top).padStart(3, "0")}/s${middle}/f${String(leaf).padStart(4, "0")}.txt`;
+        closeSync(openSync(join(workspace, name === "d057/s3/f0042.txt" ? NEEDLE : name), "w"));
+        files += 1;
+      }
+    }
+  }
+  for (let link = 0; link < LINKS; link += 1) {
+    symlinkSync(join(workspace, `d${String(link * 10).padStart(3, "0")}`), join(workspace, `link-${link}`), "dir");
+  }
+  mkdirSync(join(root, "outside"));
+  closeSync(openSync(join(root, "outside", "needle-9999.txt"), "w"));
+  symlinkSync(join(root, "outside"), join(workspace, "link-outside"), "dir");
+  return { workspace, files };
+}
