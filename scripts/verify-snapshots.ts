@@ -1,6 +1,8 @@
 // SPEC §11: each chapter snapshot differs from the previous one only where code/chapters/snapshots.json
-// says so. Usage: `npm run verify:snapshots` (part of `npm test`); `-- --print` shows the actual differences.
-import { readdirSync, readFileSync } from "node:fs";
+// says so. Usage: `npm run verify:snapshots` (part of `npm test`). After a deliberate change,
+// `npm run verify:snapshots -- --write` rewrites the declaration from the tree: review its git diff,
+// because that diff is exactly what the chapters now claim to change.
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -76,22 +78,23 @@ export function verifySnapshots(chaptersDir: string, declarations: SnapshotDecla
 
 function main(): void {
   const chaptersDir = fileURLToPath(new URL("../code/chapters/", import.meta.url));
-  const declarations = JSON.parse(readFileSync(join(chaptersDir, "snapshots.json"), "utf8")) as SnapshotDeclarations;
-  if (process.argv.includes("--print")) {
-    const names = Object.keys(declarations).sort();
-    const all = readdirSync(chaptersDir)
+  const declarationFile = join(chaptersDir, "snapshots.json");
+  if (process.argv.includes("--write")) {
+    const chapters = readdirSync(chaptersDir)
       .filter((name) => /^ch\d\d$/.test(name))
       .sort();
-    for (const name of names) {
-      const previous = all[all.indexOf(name) - 1];
-      if (previous === undefined) continue;
-      const diff = actualDifferences(
-        snapshotFiles(join(chaptersDir, previous)),
-        snapshotFiles(join(chaptersDir, name)),
+    const written: Record<string, ChapterDeclaration> = {};
+    for (let i = 1; i < chapters.length; i += 1) {
+      const [before, after] = [chapters[i - 1] as string, chapters[i] as string];
+      written[after] = actualDifferences(
+        snapshotFiles(join(chaptersDir, before)),
+        snapshotFiles(join(chaptersDir, after)),
       );
-      console.log(JSON.stringify({ [name]: diff }, null, 2));
     }
+    writeFileSync(declarationFile, `${JSON.stringify(written, null, 2)}\n`);
+    console.log(`Wrote ${declarationFile}; review its diff before committing.`);
   }
+  const declarations = JSON.parse(readFileSync(declarationFile, "utf8")) as SnapshotDeclarations;
   const problems = verifySnapshots(chaptersDir, declarations);
   if (problems.length > 0) {
     console.error(`Snapshots drift from code/chapters/snapshots.json:\n- ${problems.join("\n- ")}`);

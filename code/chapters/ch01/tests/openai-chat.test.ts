@@ -16,7 +16,7 @@ import {
   type LoopbackOpenAI,
   type LoopbackReply,
 } from "./support/loopback-openai.js";
-import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
+import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
 
 const MODEL = "test-model";
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
@@ -365,6 +365,6 @@ describe("the chapter 1 agent against a loopback OpenAI-compatible server", () =
     expect(approval.requests).toEqual([
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-ChildItem" } },
     ]);
-    expect(runner.commands).toEqual([{ command: "Get-ChildItem", cwd: workspace }]);
+    expect(runner.commands).toEqual([shellRequest("Get-ChildItem", workspace)]);
   });
 });

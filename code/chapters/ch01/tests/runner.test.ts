@@ -11,7 +11,7 @@ import { validateToolPairing } from "../src/core/messages.js";
 import { P01, profileForChapter } from "../src/core/profiles.js";
 import type { Tool } from "../src/core/tool.js";
 import { toolSuccess } from "../src/core/tool-result.js";
-import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
+import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
 let workspace: string;
@@ -44,10 +44,7 @@ describe("the chapter 1 loop", () => {
 
     expect(result.finalText).toBe("There is a.txt.");
     expect(result.turns).toBe(2);
-    expect(runner.commands).toEqual([
-      { command: "Get-ChildItem", cwd: workspace },
-      { command: "Get-Date", cwd: workspace },
-    ]);
+    expect(runner.commands).toEqual([shellRequest("Get-ChildItem", workspace), shellRequest("Get-Date", workspace)]);
     expect(approval.requests).toEqual([
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-ChildItem" } },
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-Date" } },

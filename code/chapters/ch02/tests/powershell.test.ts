@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -70,7 +70,8 @@ describe.skipIf(powershell === undefined)("PowerShellRunner against real pwsh", 
 
   it("on timeout kills the whole process tree, grandchildren included", async () => {
     // pwsh starts sh, which starts a background sleep and prints its pid: a grandchild of pwsh.
-    const result = await run("sh -c 'sleep 300 & echo $!; wait'", 3_000);
+    // Generous: pwsh alone can take seconds to start on a loaded machine.
+    const result = await run("sh -c 'sleep 300 & echo $!; wait'", 8_000);
     const pid = Number(result.output.trim().split("\n")[0]);
     expect(result.timedOut).toBe(true);
     expect(result.exitCode).toBeNull();
@@ -89,8 +90,25 @@ describe.skipIf(powershell === undefined)("PowerShellRunner against real pwsh", 
     expect(result.output.startsWith("HEAD\nxxx")).toBe(true);
     expect(result.output.endsWith("xxx\nTAIL\n")).toBe(true);
     expect(result.output).toMatch(/\n\[\.\.\. \d+ bytes omitted \.\.\.\]\n/);
+  });
+
+  it("saves long output in full under .agent/shell-output and tells the model where", async () => {
     const tool = await runShellCommand(runner, "[Console]::Out.Write('y' * 100KB)", workspace);
-    expect(tool.content.endsWith("yyy\n[output truncated]")).toBe(true);
+    const note =
+      /\n\[output truncated\]\n\[full output \(102400 bytes\) saved to (\.agent\/shell-output\/shell-\d+-[a-z0-9]+\.log); read it in pages with read_file\]$/;
+    const match = note.exec(tool.content);
+    expect(tool.isError).toBe(false);
+    expect(match).not.toBeNull();
+    expect(tool.content.slice(0, 100)).toBe("y".repeat(100));
+    expect(readFileSync(join(workspace, match?.[1] ?? "missing"), "utf8")).toBe("y".repeat(100 * 1024));
+  });
+
+  it("saves nothing when the output fits", async () => {
+    await runShellCommand(runner, "Write-Output small", workspace);
+    const saved = join(workspace, ".agent", "shell-output");
+    const before = existsSync(saved) ? readdirSync(saved).length : 0;
+    await runShellCommand(runner, "Write-Output small", workspace);
+    expect(existsSync(saved) ? readdirSync(saved).length : 0).toBe(before);
   });
 });
 

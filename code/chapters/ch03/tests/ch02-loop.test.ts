@@ -15,7 +15,7 @@ import {
   type CompletionSpec,
   type LoopbackOpenAI,
 } from "./support/loopback-openai.js";
-import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
+import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
 import { toolMessages } from "./support/scripted-model.js";
 
 /** The part of a Chat Completions request body these tests read. */
@@ -173,7 +173,7 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     expect(approval.requests).toEqual([
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-ChildItem" } },
     ]);
-    expect(runner.commands).toEqual([{ command: "Get-ChildItem", cwd: workspace }]);
+    expect(runner.commands).toEqual([shellRequest("Get-ChildItem", workspace)]);
     const sent = requests();
     expect(toolMessages(sent[1]?.messages ?? [])).toEqual([
       ["call_ls", "a.txt"],

@@ -26,7 +26,7 @@ import type { ToolContext } from "../src/core/tool.js";
 import { ToolRegistry, type ValidToolCall } from "../src/core/tool-registry.js";
 import type { GlobResult, ReadPage, WorkspaceFileSystem } from "../src/core/workspace-fs.js";
 import { registerBuiltinTools } from "../src/features/builtin-tools.js";
-import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
+import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
 // The chapter 3 gate: SPEC §9's ten observable rules, each proven through the real loop, the real
@@ -340,6 +340,21 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
     expect(r.audit.records).toEqual([["write_file", "allow", "allow-rule", "allow-rule says allow"]]);
     expect(r.files.calls).toEqual(["writeText notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
+  });
+
+  // SPEC §9 fixes the participants' order (boundary, shell default, rules, recommendations) but not the tie-break;
+  // the policy documents "among equals, the first", so the model is told the boundary's reason, not a rule's.
+  it("when a deny rule also matches an outside write, the boundary's deny is the one reported", async () => {
+    const r = rig(new CountingApproval(true));
+    const rules = [writeRule("deny-rule", "deny")];
+    const result = await runWithPolicy(r, policyFor(r, { rules }), [
+      toolTurn(call("c1", "write_file", { path: "../outside/x.txt", content: "x" })),
+    ]);
+
+    expect(toolMessages(result.history)).toEqual([["c1", denied(OUTSIDE)]]);
+    expect(r.approval.pending).toEqual([]);
+    expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", OUTSIDE]]);
+    await expect(readFile(join(outside, "x.txt"))).rejects.toThrow();
   });
 
   it("passthrough alone is no opinion and becomes allow from default", async () => {
@@ -685,7 +700,7 @@ describe("rule 5: every shell call is asked, whatever its text", () => {
     const result = await runP03(r, [toolTurn(call("c1", "shell", { command }))]);
 
     expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
-    expect(r.runner.commands).toEqual([{ command, cwd: workspace }]);
+    expect(r.runner.commands).toEqual([shellRequest(command, workspace)]);
     expect(toolMessages(result.history)).toEqual([["c1", "a.txt"]]);
     expect(r.audit.records).toEqual([["shell", "allow", "user", APPROVED]]);
   });
@@ -796,7 +811,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
     const result = await runBuilt(P02, r, [toolTurn(call("c1", "shell", { command: "Get-Date" }))]);
 
     expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
-    expect(r.runner.commands).toEqual([{ command: "Get-Date", cwd: workspace }]);
+    expect(r.runner.commands).toEqual([shellRequest("Get-Date", workspace)]);
     expect(toolMessages(result.history)).toEqual([["c1", "a.txt"]]);
   });
 

@@ -268,6 +268,16 @@ describe("PermissionPolicy.decide", () => {
     ],
     ["returns true", () => true, "Approval provider returned an invalid answer"],
     ["returns undefined", () => undefined, "Approval provider returned an invalid answer"],
+    [
+      "returns a look-alike built on the prototype",
+      () =>
+        Object.assign(Object.create(PermissionDecision.prototype) as object, {
+          behavior: "allow",
+          reason: "",
+          source: "",
+        }),
+      "Approval provider returned an invalid answer",
+    ],
     ["returns ask", () => decision("ask"), "Approval provider answered ask, not allow or deny"],
     ["returns passthrough", () => decision("passthrough"), "Approval provider answered passthrough, not allow or deny"],
   ])("an approver that %s denies (fail closed), and the deny is audited", async (_name, answer, reason) => {

@@ -12,7 +12,7 @@ import { P01, profileForChapter } from "../src/core/profiles.js";
 import { z } from "zod";
 import { ToolRegistry } from "../src/core/tool-registry.js";
 import { toolSuccess, type ToolResult } from "../src/core/tool-result.js";
-import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
+import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
 let workspace: string;
@@ -45,10 +45,7 @@ describe("the chapter 1 loop", () => {
 
     expect(result.finalText).toBe("There is a.txt.");
     expect(result.turns).toBe(2);
-    expect(runner.commands).toEqual([
-      { command: "Get-ChildItem", cwd: workspace },
-      { command: "Get-Date", cwd: workspace },
-    ]);
+    expect(runner.commands).toEqual([shellRequest("Get-ChildItem", workspace), shellRequest("Get-Date", workspace)]);
     expect(approval.requests).toEqual([
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-ChildItem" } },
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-Date" } },

@@ -15,6 +15,16 @@ export class OutputBuffer {
     return this.totalBytes > this.maxBytes;
   }
 
+  /** Whether `bytes` more would no longer fit, so the head and tail would lose the middle. */
+  wouldOverflow(bytes: number): boolean {
+    return this.totalBytes + bytes > this.maxBytes;
+  }
+
+  /** Every byte pushed so far; only meaningful while nothing was cut. */
+  contents(): Buffer {
+    return Buffer.concat([...this.head, ...this.tail]);
+  }
+
   push(chunk: Buffer): void {
     this.totalBytes += chunk.length;
     const headRoom = Math.ceil(this.maxBytes / 2) - this.headBytes;

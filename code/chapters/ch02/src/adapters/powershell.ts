@@ -9,9 +9,12 @@ import {
   type CommandRunner,
 } from "../core/command-runner.js";
 import { OutputBuffer } from "./output-buffer.js";
+import { OutputFile } from "./output-file.js";
 
 export const DEFAULT_TIMEOUT_MS = 120_000;
 export const OUTPUT_CAP_BYTES = 50 * 1024;
+/** Output saved to `fullOutputPath` stops here: a command printing forever must not fill the disk. */
+export const SAVED_OUTPUT_CAP_BYTES = 1024 * 1024 * 1024;
 /** How long to wait for the pipes to close once PowerShell itself has exited. */
 const DRAIN_GRACE_MS = 1_000;
 
@@ -25,6 +28,7 @@ export interface PowerShellRunnerOptions {
   readonly executable?: string;
   readonly timeoutMs?: number;
   readonly maxOutputBytes?: number;
+  readonly maxSavedOutputBytes?: number;
 }
 
 /** Runs each command in a fresh `pwsh -NoLogo -NoProfile -NonInteractive` process. */
@@ -53,6 +57,7 @@ export class PowerShellRunner implements CommandRunner {
       liveChildren.add(child);
       let timedOut = false;
       let settled = false;
+      let file: OutputFile | undefined;
       const finish = (exitCode: number | null): void => {
         if (settled) return;
         settled = true;
@@ -60,14 +65,40 @@ export class PowerShellRunner implements CommandRunner {
         liveChildren.delete(child);
         child.stdout.destroy();
         child.stderr.destroy();
-        resolve({ output: output.text(), exitCode: timedOut ? null : exitCode, timedOut, truncated: output.truncated });
+        const result = {
+          output: output.text(),
+          exitCode: timedOut ? null : exitCode,
+          timedOut,
+          truncated: output.truncated,
+        };
+        void (file?.close() ?? Promise.resolve(undefined)).then((saved) =>
+          resolve(saved === undefined ? result : { ...result, savedOutput: saved }),
+        );
+      };
+      const onData = (chunk: Buffer): void => {
+        // The first chunk that no longer fits starts the file with everything kept so far.
+        if (file === undefined && request.fullOutputPath !== undefined && output.wouldOverflow(chunk.length)) {
+          const cap = this.options.maxSavedOutputBytes ?? SAVED_OUTPUT_CAP_BYTES;
+          file = new OutputFile(request.fullOutputPath, cap, request.cwd);
+          file.write(output.contents());
+        }
+        output.push(chunk);
+        if (file !== undefined && !file.write(chunk)) {
+          // The disk is behind: stop reading, so the pipe fills and PowerShell waits, instead of memory growing.
+          child.stdout.pause();
+          child.stderr.pause();
+          file.drained(() => {
+            child.stdout.resume();
+            child.stderr.resume();
+          });
+        }
       };
       const timer = setTimeout(() => {
         timedOut = true;
         killTree(child);
       }, timeoutMs);
-      child.stdout.on("data", (chunk: Buffer) => output.push(chunk));
-      child.stderr.on("data", (chunk: Buffer) => output.push(chunk));
+      child.stdout.on("data", onData);
+      child.stderr.on("data", onData);
       child.once("error", (error) => {
         if (settled || child.pid !== undefined) return;
         settled = true;

@@ -4,6 +4,16 @@ export interface CommandRequest {
   /** Absolute folder the command starts in. */
   readonly cwd: string;
   readonly timeoutMs?: number;
+  /** Absolute path where output longer than the cap is saved in full; nothing is saved for shorter output. */
+  readonly fullOutputPath?: string;
+}
+
+/** Output too long for the result, saved to a file instead. */
+export interface SavedOutput {
+  readonly path: string;
+  readonly bytes: number;
+  /** False when the file stopped at the runner's save cap before the output ended. */
+  readonly complete: boolean;
 }
 
 export interface CommandResult {
@@ -13,6 +23,8 @@ export interface CommandResult {
   readonly exitCode: number | null;
   readonly timedOut: boolean;
   readonly truncated: boolean;
+  /** Present when the output was truncated and saved to `fullOutputPath`. */
+  readonly savedOutput?: SavedOutput;
 }
 
 export interface CommandRunner {

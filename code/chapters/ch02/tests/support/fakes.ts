@@ -1,3 +1,4 @@
+import { expect } from "vitest";
 import type { ApprovalProvider, ApprovalRequest } from "../../src/core/approval.js";
 import type { CommandRequest, CommandResult, CommandRunner } from "../../src/core/command-runner.js";
 
@@ -11,6 +12,18 @@ export class RecordingCommandRunner implements CommandRunner {
     this.commands.push(request);
     return Promise.resolve(this.result);
   }
+}
+
+/** The request the `shell` tool sends its runner for `command` in `workspace`, long output saved under `.agent/`. */
+export function shellRequest(command: string, workspace: string): CommandRequest {
+  const escaped = workspace.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return {
+    command,
+    cwd: workspace,
+    fullOutputPath: expect.stringMatching(
+      new RegExp(`^${escaped}/\\.agent/shell-output/shell-\\d+-[a-z0-9]+\\.log$`),
+    ) as string,
+  };
 }
 
 /** What an approval provider was shown, in a shape every chapter's tests can compare. */

@@ -79,7 +79,7 @@ export class AgentRunner {
     if (policy !== undefined) {
       try {
         const decision = await policy.decide(new PermissionRequest({ prepared, context }));
-        if (!(decision instanceof PermissionDecision) || decision.behavior !== "allow") return decision.toToolResult();
+        if (!PermissionDecision.isDecision(decision) || decision.behavior !== "allow") return decision.toToolResult();
       } catch {
         // A broken contract or a failed audit: the handler must not run, and the model gets no stack trace.
         return toolError("permission_evaluation_error", "Permission evaluation failed");

@@ -93,7 +93,7 @@ export class PermissionPolicy {
     } catch (error) {
       return denyApproval(error instanceof ApprovalTimeout ? "Approval timed out" : "Approval failed");
     }
-    if (!(answer instanceof PermissionDecision)) return denyApproval("Approval provider returned an invalid answer");
+    if (!PermissionDecision.isDecision(answer)) return denyApproval("Approval provider returned an invalid answer");
     if (answer.behavior === "allow" || answer.behavior === "deny") return answer;
     return denyApproval(`Approval provider answered ${answer.behavior}, not allow or deny`);
   }

@@ -14,6 +14,14 @@ export class PermissionContractError extends Error {
 
 /** One participant's verdict, or the policy's final one. Immutable and always well-formed. */
 export class PermissionDecision {
+  // Set only by the constructor, so `Object.create(PermissionDecision.prototype)` cannot pass for a decision.
+  readonly #validated = true;
+
+  /** True only for a decision this constructor built and checked; a look-alike object is not one. */
+  static isDecision(value: unknown): value is PermissionDecision {
+    return typeof value === "object" && value !== null && #validated in value;
+  }
+
   constructor(
     readonly behavior: PermissionBehavior,
     /** Why, in words the model and the user read. */
@@ -58,7 +66,7 @@ export class PermissionRequest {
       throw new PermissionContractError("permission request requires a valid prepared tool call");
     }
     const recommendations = input.recommendations ?? [];
-    if (!recommendations.every((candidate) => candidate instanceof PermissionDecision)) {
+    if (!recommendations.every((candidate) => PermissionDecision.isDecision(candidate))) {
       throw new PermissionContractError("recommendations must be PermissionDecision values");
     }
     this.prepared = input.prepared;
