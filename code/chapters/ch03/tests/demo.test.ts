@@ -1,0 +1,125 @@
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { powershell } from "./support/powershell.js";
+
+const entry = fileURLToPath(new URL("../src/chapters/ch03.ts", import.meta.url));
+const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const demoRoots: string[] = [];
+
+afterEach(async () => {
+  await Promise.all(demoRoots.splice(0).map((root) => rm(root, { recursive: true, force: true })));
+});
+
+/** The environment of a reader with no key at all. */
+function keyless(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
+}
+
+/** The temp workspace the demo announced on its first line; its parent is removed after the test. */
+function announcedWorkspace(output: string): string {
+  const workspace = /演示工作区: (\S+)/.exec(output)?.[1];
+  if (workspace === undefined) throw new Error(`the demo did not say where its workspace is:\n${output}`);
+  demoRoots.push(dirname(workspace));
+  return workspace;
+}
+
+describe("npm run demo without a terminal", () => {
+  it("ends with exit 0 and shows allow (default), two denials for want of a TTY and the hard deny", () => {
+    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo"], {
+      env: keyless(),
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 60_000,
+    });
+    expect(run.status).toBe(0);
+    const workspace = announcedWorkspace(run.stderr);
+    const audit = run.stderr.split("\n").filter((line) => line.startsWith("[Permission]"));
+    expect(audit).toEqual([
+      "[Permission] glob: allow (default) - No permission rule blocked the request",
+      "[Permission] shell: deny (terminal-approval) - No interactive terminal to ask for approval",
+      "[Permission] write_file: deny (terminal-approval) - No interactive terminal to ask for approval",
+      "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden",
+    ]);
+    expect(run.stdout.trim().startsWith("演示结束。")).toBe(true);
+    expect(run.stderr).not.toContain("允许本次调用?");
+    // Nothing was written: not inside (the write was refused), not beside the workspace (the hard deny).
+    expect(readdirSync(workspace)).toEqual(["README.md"]);
+    expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
+  });
+
+  it("with --quiet prints only the answer on stdout and no progress lines, but keeps the audit", () => {
+    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", "--quiet"], {
+      env: keyless(),
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 60_000,
+    });
+    announcedWorkspace(run.stderr);
+    expect(run.status).toBe(0);
+    expect(run.stdout.split("\n").filter(Boolean)).toHaveLength(1);
+    expect(run.stderr).not.toMatch(/^→ /m);
+    expect(run.stderr).not.toMatch(/✓|✗/);
+    expect(run.stderr.match(/^\[Permission\]/gm)).toHaveLength(4);
+  });
+});
+
+const hasScript = spawnSync("script", ["--version"], { encoding: "utf8" }).status === 0;
+const ptyOk = hasScript && powershell !== undefined && process.platform === "linux";
+
+/**
+ * Runs the demo under a real pseudo-terminal (util-linux `script`) and types each answer when
+ * the question appears, as a reader would.
+ */
+function demoUnderTerminal(answers: readonly string[]): Promise<{ code: number | null; output: string }> {
+  const command = [process.execPath, "--import", tsx, entry, "--demo"].map((part) => `'${part}'`).join(" ");
+  return new Promise((resolve, reject) => {
+    const child = spawn("script", ["-qec", command, "/dev/null"], { env: keyless(), stdio: ["pipe", "pipe", "pipe"] });
+    let output = "";
+    let asked = 0;
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      output += chunk;
+      const questions = output.split("允许本次调用? [y/N]").length - 1;
+      while (asked < questions) {
+        child.stdin.write(`${answers[asked] ?? "n"}\n`);
+        asked += 1;
+      }
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
+
+describe.skipIf(!ptyOk)("npm run demo on a terminal", () => {
+  it("answering y to the shell and y to the write runs both, each exactly once, and still hard-denies outside", async () => {
+    const { code, output } = await demoUnderTerminal(["y", "y"]);
+    expect(code).toBe(0);
+    const workspace = announcedWorkspace(output);
+    expect(output.split("允许本次调用? [y/N]").length - 1).toBe(2);
+    expect(output.match(/\[Permission\] shell: allow \(user\) - Approved by the user/g)).toHaveLength(1);
+    expect(output.match(/\[Permission\] write_file: allow \(user\) - Approved by the user/g)).toHaveLength(1);
+    expect(output).toContain(
+      "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden",
+    );
+    expect(readFileSync(join(workspace, "chapter3-note.txt"), "utf8")).toBe("演示工作区里有一个 README.md。\n");
+    expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
+  });
+
+  it("answering y then n runs the shell call and refuses the write", async () => {
+    const { code, output } = await demoUnderTerminal(["y", "n"]);
+    expect(code).toBe(0);
+    const workspace = announcedWorkspace(output);
+    expect(output).toContain("[Permission] shell: allow (user) - Approved by the user");
+    expect(output).toContain("[Permission] write_file: deny (user) - Denied by the user");
+    expect(readdirSync(workspace)).toEqual(["README.md"]);
+    expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
+  });
+});
