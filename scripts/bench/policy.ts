@@ -12,7 +12,7 @@ import { ToolRegistry, type ValidToolCall } from "../../code/chapters/ch03/src/c
 import { toolSuccess } from "../../code/chapters/ch03/src/core/tool-result.js";
 import { defineTool, type ToolContext } from "../../code/chapters/ch03/src/core/tool.js";
 import { registerBuiltinTools } from "../../code/chapters/ch03/src/features/builtin-tools.js";
-import { nowNs, pairedRatio, rounds, summarize } from "./stats.js";
+import { nowNs, ratioOfMedians, rounds, summarize } from "./stats.js";
 import { ratioText, type Row } from "./table.js";
 import { makeTemp, removeTemp } from "./temp.js";
 
@@ -70,8 +70,8 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
       },
       { runs: options.runs, warmup: 1 },
     );
-    const vsInvoke = (variant: number[]): string => ratioText(pairedRatio(variant, samples.invoke), "invoke");
-    const writeVsRealpath = pairedRatio(samples.write, samples.realpath);
+    const vsInvoke = (variant: number[]): string => ratioText(ratioOfMedians(variant, samples.invoke), "invoke");
+    const writeVsRealpath = ratioOfMedians(samples.write, samples.realpath);
     const readMedian = summarize(samples.read).median;
     return [
       { name: "policy: handler via ToolRegistry.invoke (noop)", kind: "time", value: summarize(samples.invoke) },
@@ -99,14 +99,14 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
         name: "policy: boundary only (isInsideWorkspace)",
         kind: "time",
         value: summarize(samples.boundary),
-        ratio: ratioText(pairedRatio(samples.boundary, samples.realpath), "realpathSync"),
+        ratio: ratioText(ratioOfMedians(samples.boundary, samples.realpath), "realpathSync"),
       },
       { name: "policy: fs.realpathSync (same path)", kind: "time", value: summarize(samples.realpath) },
       {
         name: "policy: fs.realpathSync.native (same path)",
         kind: "time",
         value: summarize(samples.realpathNative),
-        ratio: ratioText(pairedRatio(samples.realpathNative, samples.realpath), "realpathSync"),
+        ratio: ratioText(ratioOfMedians(samples.realpathNative, samples.realpath), "realpathSync"),
       },
     ];
   } finally {

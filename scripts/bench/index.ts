@@ -1,0 +1,68 @@
+// `npm run bench [-- --quick] [-- --only policy,glob,shell,loop,startup]`: SPEC §12, one table, ratios side by side.
+import { loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { benchGlob } from "./glob.js";
+import { benchLoop } from "./loop.js";
+import { describeMachine } from "./machine.js";
+import { benchPolicy } from "./policy.js";
+import { benchRunnerOverhead } from "./runner-overhead.js";
+import { benchShell } from "./shell.js";
+import { benchStartup } from "./startup.js";
+import { renderTable, type Row } from "./table.js";
+import { removeAllTemp } from "./temp.js";
+
+const SECTIONS = ["policy", "loop", "glob", "shell", "startup"] as const;
+type Section = (typeof SECTIONS)[number];
+
+const { values } = parseArgs({
+  options: { quick: { type: "boolean", default: false }, only: { type: "string" } },
+});
+const quick = values.quick;
+const only = new Set((values.only ?? SECTIONS.join(",")).split(",").map((name) => name.trim()));
+for (const name of only) {
+  if (!(SECTIONS as readonly string[]).includes(name)) {
+    console.error(`unknown section "${name}"; choose from ${SECTIONS.join(", ")}`);
+    process.exit(2);
+  }
+}
+
+// Repetitions: cheap rows run often; pwsh start-up (seconds here) and the flood run least.
+const runners: Record<Section, () => Promise<{ rows: Row[]; notes?: string[] }>> = {
+  policy: async () => ({ rows: await benchPolicy({ runs: quick ? 5 : 9, batchMs: quick ? 50 : 100 }) }),
+  loop: () => benchLoop({ runs: quick ? 3 : 7 }),
+  glob: () => benchGlob({ runs: quick ? 3 : 5 }),
+  shell: async () => {
+    const overhead = await benchRunnerOverhead({ runs: quick ? 10 : 30 });
+    const shell = await benchShell({ runs: quick ? 3 : 5, floodRuns: quick ? 2 : 3, floodMiB: quick ? 64 : 1024 });
+    return { rows: [...overhead, ...shell.rows], notes: shell.notes };
+  },
+  startup: () => benchStartup({ runs: quick ? 3 : 5 }),
+};
+
+const machine = describeMachine();
+const rows: Row[] = [];
+const notes: string[] = [];
+const started = Date.now();
+try {
+  for (const section of SECTIONS) {
+    if (!only.has(section)) continue;
+    const sectionStart = Date.now();
+    console.error(`bench: ${section} …`);
+    const result = await runners[section]();
+    rows.push(...result.rows);
+    notes.push(...(result.notes ?? []));
+    console.error(`bench: ${section} took ${((Date.now() - sectionStart) / 1e3).toFixed(1)} s`);
+  }
+} finally {
+  removeAllTemp();
+}
+
+console.log(machine.join("\n"));
+console.log(
+  `load average at end: ${loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ")}; bench took ${((Date.now() - started) / 1e3).toFixed(0)} s${quick ? " (--quick)" : ""}`,
+);
+console.log("");
+console.log(renderTable(rows));
+if (notes.length > 0) console.log(`\n${notes.map((note) => `- ${note}`).join("\n")}`);
