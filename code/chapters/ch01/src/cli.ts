@@ -10,6 +10,7 @@ import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
 import { TerminalApprovalProvider } from "./cli/terminal-approval.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
+import { visible } from "./cli/visible.js";
 import { AgentRunError } from "./core/agent-errors.js";
 import type { ChatMessage } from "./core/messages.js";
 import type { ModelClient } from "./core/model-client.js";
@@ -88,7 +89,7 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
     const result = await agent.run(prompt);
     history = result.history;
     terminal.clearStatus();
-    io.stdout.write(`${result.finalText}\n`);
+    io.stdout.write(`${visible(result.finalText)}\n`);
     return 0;
   } catch (error) {
     terminal.clearStatus();
@@ -107,14 +108,14 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
 
 function reportFailure(error: unknown, terminal: Terminal): number {
   if (error instanceof ConfigurationError) {
-    terminal.line(`配置错误: ${error.message}`);
+    terminal.line(`配置错误: ${visible(error.message)}`);
     return 2;
   }
   if (error instanceof AgentRunError) {
-    terminal.line(`运行失败: ${error.message}`);
+    terminal.line(`运行失败: ${visible(error.message)}`);
     return 1;
   }
-  terminal.line(`意外错误: ${error instanceof Error ? error.message : String(error)}`);
+  terminal.line(`意外错误: ${visible(error instanceof Error ? error.message : String(error))}`);
   return 1;
 }
 

@@ -26,7 +26,7 @@ describe("the chapter 2 demo without a terminal", () => {
     const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
     demoRoots.push(dirname(workspace));
     expect(run.status).toBe(0);
-    const steps = run.stderr.split("\n").filter((line) => /^(→ |  [✓✗])/.test(line));
+    const steps = run.stderr.split("\n").filter((line) => /^(→ | {2}[✓✗])/.test(line));
     expect(steps.map((line) => line.replace(/^→ (\w+).*$/, "$1"))).toEqual([
       "glob",
       "  ✓ ok",

@@ -73,6 +73,8 @@ const lexical: [string, Expected][] = [
   ["a\nb", "invalid"],
   ["a\u001fb", "invalid"],
   ["a\u007fb", "invalid"],
+  ["a\u0085b", "invalid"], // C1 controls too: U+009B is a terminal's CSI
+  ["\u009b31m.txt", "invalid"],
   ["a<b", "invalid"],
   ["a>b", "invalid"],
   ["a:b", "escape"], // drive-relative on Windows: drive A

@@ -11,6 +11,7 @@ import { Terminal } from "./cli/terminal.js";
 import { TerminalApprovalProvider } from "./cli/terminal-approval.js";
 import { TerminalAuditSink } from "./cli/terminal-audit.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
+import { visible } from "./cli/visible.js";
 import { AgentRunError } from "./core/agent-errors.js";
 import type { ChatMessage } from "./core/messages.js";
 import type { ModelClient } from "./core/model-client.js";
@@ -90,7 +91,7 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
     const result = await agent.run(prompt);
     history = result.history;
     terminal.clearStatus();
-    io.stdout.write(`${result.finalText}\n`);
+    io.stdout.write(`${visible(result.finalText)}\n`);
     return 0;
   } catch (error) {
     terminal.clearStatus();
@@ -109,14 +110,14 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
 
 function reportFailure(error: unknown, terminal: Terminal): number {
   if (error instanceof ConfigurationError) {
-    terminal.line(`配置错误: ${error.message}`);
+    terminal.line(`配置错误: ${visible(error.message)}`);
     return 2;
   }
   if (error instanceof AgentRunError) {
-    terminal.line(`运行失败: ${error.message}`);
+    terminal.line(`运行失败: ${visible(error.message)}`);
     return 1;
   }
-  terminal.line(`意外错误: ${error instanceof Error ? error.message : String(error)}`);
+  terminal.line(`意外错误: ${visible(error instanceof Error ? error.message : String(error))}`);
   return 1;
 }
 

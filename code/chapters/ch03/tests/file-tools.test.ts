@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -105,7 +106,7 @@ describe("write_file", () => {
   it("a parent that is a file is not_a_file, not an unexpected failure", async () => {
     await put("a.txt", "keep");
     expect(await run("write_file", { path: "a.txt/b.txt", content: "x" })).toEqual(
-      failed("not_a_file", "a parent folder of a.txt/b.txt is a file"),
+      failed("not_a_file", "a parent folder of a.txt/b.txt is a file or a link"),
     );
     expect(await readFile(join(workspace, "a.txt"), "utf8")).toBe("keep");
   });
@@ -203,6 +204,15 @@ describe("write_file", () => {
   });
 });
 
+describe("write_file to something that is not a regular file", () => {
+  posixOnly("refuses a named pipe (FIFO) as not_a_file instead of waiting for a reader", async () => {
+    execFileSync("mkfifo", [join(workspace, "pipe")]);
+    expect(await run("write_file", { path: "pipe", content: "x" })).toEqual(
+      failed("not_a_file", "pipe is not a regular file"),
+    );
+  });
+});
+
 describe("read_file", () => {
   it("answers file_not_found for a missing file", async () => {
     expect(await run("read_file", { path: "missing.txt" })).toEqual(
@@ -215,7 +225,7 @@ describe("read_file", () => {
 
   it("answers not_a_file for a folder", async () => {
     await mkdir(join(workspace, "src"));
-    expect(await run("read_file", { path: "src" })).toEqual(failed("not_a_file", "src is not a file"));
+    expect(await run("read_file", { path: "src" })).toEqual(failed("not_a_file", "src is a folder, not a file"));
   });
 
   it("refuses to read outside the workspace", async () => {
@@ -451,6 +461,21 @@ describe("glob", () => {
   it("matches one character with ? and a character set with [...]", async () => {
     expect(await run("glob", { pattern: "?.ts" })).toEqual(ok("b.ts"));
     expect(await run("glob", { pattern: "src/[xyz].ts" })).toEqual(ok("src/z.ts"));
+  });
+
+  it("treats braces as literal characters: no expansion to blow up or to climb out", async () => {
+    await put("{a,b}.txt", "literal");
+    await put("a.txt", "a");
+    expect(await run("glob", { pattern: "{a,b}.txt" })).toEqual(ok("{a,b}.txt"));
+    expect(await run("glob", { pattern: "{1..1000}{1..1000}" })).toEqual(ok("(no matches)"));
+  });
+
+  it("refuses a pattern over 1,000 characters as invalid_arguments", async () => {
+    const result = await run("glob", { pattern: "*/".repeat(501) });
+    expect(result.errorCode).toBe("invalid_arguments");
+    expect(result.content).toBe(
+      "Error [invalid_arguments]: Invalid arguments for glob: pattern: Too big: expected string to have <=1000 characters",
+    );
   });
 
   it("answers (no matches) when nothing matches", async () => {

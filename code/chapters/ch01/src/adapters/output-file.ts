@@ -1,6 +1,7 @@
-import { createWriteStream, mkdirSync, realpathSync, type WriteStream } from "node:fs";
-import { dirname, sep } from "node:path";
+import { createWriteStream, type WriteStream } from "node:fs";
+import { dirname } from "node:path";
 import type { SavedOutput } from "../core/command-runner.js";
+import { makeRealFolders } from "./real-folders.js";
 
 /**
  * The whole output of a long command, streamed to a file as it arrives, up to `maxBytes`.
@@ -20,10 +21,7 @@ export class OutputFile {
     insideFolder: string,
   ) {
     try {
-      mkdirSync(dirname(path), { recursive: true });
-      // The folder must really be inside the workspace: a `.agent` link must not send the file elsewhere.
-      const root = realpathSync(insideFolder);
-      if (!realpathSync(dirname(path)).startsWith(root + sep)) throw new Error("output folder leaves the workspace");
+      makeRealFolders(insideFolder, dirname(path));
       // `wx` never follows or reuses an existing file, link or not.
       this.stream = createWriteStream(path, { flags: "wx" });
       this.stream.on("error", () => (this.failed = true));

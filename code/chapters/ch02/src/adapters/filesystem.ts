@@ -1,18 +1,19 @@
-import { constants, lstatSync, realpathSync } from "node:fs";
-import { lstat, mkdir, open, readFile, stat } from "node:fs/promises";
+import { lstatSync, realpathSync } from "node:fs";
 import { dirname, join, sep } from "node:path";
 import fg from "fast-glob";
 import { resolveInWorkspace, type PathProbe } from "../core/safe-path.js";
 import {
-  FileNotFoundError,
   FileTooLargeError,
+  MAX_GLOB_PATTERN_CHARS,
   NotAFileError,
   WorkspacePathError,
   type GlobResult,
   type ReadPage,
   type WorkspaceFileSystem,
 } from "../core/workspace-fs.js";
+import { openConfined } from "./confined-open.js";
 import { readLinePage } from "./line-reader.js";
+import { makeRealFolders } from "./real-folders.js";
 
 const nodeProbe: PathProbe = {
   separator: sep === "\\" ? "\\" : "/",
@@ -33,8 +34,6 @@ export function safePath(workspace: string, relative: string): string {
 
 // `..` as a whole component, also inside braces or extglobs: `{..,a}/x` would climb out too.
 const CLIMBING = /(^|[\\/{,(|@!+*?])\.\.($|[\\/},)|])/;
-// O_NOFOLLOW is POSIX-only; on Windows the re-check before the open is the defence.
-const NO_FOLLOW = (constants as { O_NOFOLLOW?: number }).O_NOFOLLOW ?? 0;
 
 /** `WorkspaceFileSystem` on Node's `fs`, confined to one workspace folder (a real path). */
 export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
@@ -45,33 +44,41 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
   }
 
   async readText(path: string, page: { offset: number; limit: number }): Promise<ReadPage> {
-    const file = await this.existingFile(path);
-    return readLinePage(file, page.offset, page.limit);
+    const { handle } = await openConfined(this.workspace, this.resolve(path), path, "read");
+    try {
+      return await readLinePage(handle, page.offset, page.limit);
+    } finally {
+      await handle.close();
+    }
   }
 
   async readWhole(path: string, maxBytes: number): Promise<string> {
-    const file = await this.existingFile(path);
-    const { size } = await stat(file);
-    if (size > maxBytes) throw new FileTooLargeError(`${path} is ${size} bytes; the limit is ${maxBytes}`);
-    return readFile(file, "utf8");
+    const { handle } = await openConfined(this.workspace, this.resolve(path), path, "read");
+    try {
+      const { size } = await handle.stat();
+      if (size > maxBytes) throw new FileTooLargeError(`${path} is ${size} bytes; the limit is ${maxBytes}`);
+      return await handle.readFile("utf8");
+    } finally {
+      await handle.close();
+    }
   }
 
   async writeText(path: string, content: string): Promise<{ readonly created: boolean }> {
     const target = this.resolve(path);
-    await mkdir(dirname(target), { recursive: true }).catch((error: unknown) => {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "EEXIST" || code === "ENOTDIR") throw new NotAFileError(`a parent folder of ${path} is a file`);
-      throw error;
-    });
-    // Resolve again now that the folders exist: a link swapped in since the first check is caught here,
-    // and O_NOFOLLOW refuses a final component that became a link in the last instant.
-    if (this.resolve(path) !== target) throw new WorkspacePathError("escape", `${path} changed while it was written`);
-    const created = !(await exists(target));
-    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | NO_FOLLOW;
-    const handle = await open(target, flags, 0o666).catch((error: unknown) => {
-      throw domainError(error, path);
-    });
     try {
+      // Level by level, refusing links: a folder swapped for a link since the check cannot take the new folders out.
+      makeRealFolders(this.workspace, dirname(target));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== undefined && code !== "EEXIST" && code !== "ENOTDIR") throw error;
+      // A link where a folder was checked means the path now leads elsewhere: resolving again says where.
+      this.resolve(path);
+      throw new NotAFileError(`a parent folder of ${path} is a file or a link`);
+    }
+    // Resolve again now that the folders exist, then let the open prove where the file really is.
+    const { handle, created } = await openConfined(this.workspace, this.resolve(path), path, "write");
+    try {
+      await handle.truncate(0);
       await handle.writeFile(content, "utf8");
     } finally {
       await handle.close();
@@ -80,17 +87,23 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
   }
 
   async glob(pattern: string, limit: number): Promise<GlobResult> {
+    if (pattern.length > MAX_GLOB_PATTERN_CHARS) {
+      throw new WorkspacePathError("invalid", `glob patterns are limited to ${MAX_GLOB_PATTERN_CHARS} characters`);
+    }
     if (/^[\\/]/.test(pattern) || /^[A-Za-z]:/.test(pattern) || CLIMBING.test(pattern)) {
       throw new WorkspacePathError(
         "escape",
         `glob patterns must stay inside the workspace: ${JSON.stringify(pattern)}`,
       );
     }
+    // Only *, **, ? and [...] (SPEC §6): brace and extglob expansion can blow up, and braces could climb out.
     const stream = fg.stream(pattern, {
       cwd: this.workspace,
       followSymbolicLinks: false,
       onlyFiles: true,
       suppressErrors: true,
+      braceExpansion: false,
+      extglob: false,
     });
     const paths: string[] = [];
     const linkFree = new Map<string, boolean>();
@@ -125,29 +138,4 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
     }
     return answer;
   }
-
-  private async existingFile(path: string): Promise<string> {
-    const file = this.resolve(path);
-    const info = await stat(file).catch((error: unknown) => {
-      throw domainError(error, path);
-    });
-    if (!info.isFile()) throw new NotAFileError(`${path} is not a file`);
-    return file;
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => true,
-    () => false,
-  );
-}
-
-/** Platform errors become the domain's: the model gets a stable code, not an errno. */
-function domainError(error: unknown, path: string): Error {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === "ENOENT" || code === "ENOTDIR") return new FileNotFoundError(`${path} does not exist`);
-  if (code === "EISDIR") return new NotAFileError(`${path} is a folder, not a file`);
-  if (code === "ELOOP") return new WorkspacePathError("escape", `${path} is a link; it will not be followed`);
-  return error instanceof Error ? error : new Error(String(error));
 }

@@ -1,5 +1,6 @@
 import type { AgentEvent } from "../core/agent-events.js";
 import type { Terminal } from "./terminal.js";
+import { visible } from "./visible.js";
 
 const MAX_ARGUMENT_CHARS = 120;
 
@@ -11,7 +12,7 @@ export function progressListener(terminal: Terminal): (event: AgentEvent) => voi
         terminal.status(`等待模型回复 (第 ${event.turn} 轮)…`);
         return;
       case "tool_call":
-        terminal.line(`→ ${event.call.function.name} ${shorten(event.call.function.arguments)}`);
+        terminal.line(`→ ${visible(event.call.function.name)} ${visible(shorten(event.call.function.arguments))}`);
         return;
       case "tool_result": {
         const { result } = event;

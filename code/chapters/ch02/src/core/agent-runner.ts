@@ -1,4 +1,4 @@
-import { AgentLimitError, AgentRunError, IncompleteModelReplyError } from "./agent-errors.js";
+import { AgentLimitError, AgentRunError, IncompleteModelReplyError, ModelCallError } from "./agent-errors.js";
 import type { AgentEventListener } from "./agent-events.js";
 import type { ApprovalProvider } from "./approval.js";
 import { validateToolPairing, type ChatMessage, type ToolCall } from "./messages.js";
@@ -53,8 +53,12 @@ export class AgentRunner {
       if (reply.finishReason === "length" || reply.finishReason === "content_filter") {
         throw new IncompleteModelReplyError(reply.finishReason);
       }
-      history.push(reply.message);
       const calls = reply.message.tool_calls ?? [];
+      // Two calls with one id could never be answered apart: refuse the reply before anything runs.
+      if (new Set(calls.map((call) => call.id)).size !== calls.length) {
+        throw new ModelCallError("The model sent two tool calls with the same id");
+      }
+      history.push(reply.message);
       if (calls.length === 0) {
         const finalText = reply.message.content?.trim() ?? "";
         if (finalText === "") throw new IncompleteModelReplyError(reply.finishReason);

@@ -1,3 +1,6 @@
+/** Longer glob patterns are refused: matching time grows with the pattern, and no real one is this long. */
+export const MAX_GLOB_PATTERN_CHARS = 1_000;
+
 /** Why a model-supplied path was refused: it leaves the workspace, or it is not a usable name. */
 export type WorkspacePathProblem = "escape" | "invalid";
 

@@ -1,4 +1,4 @@
-import { open } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { StringDecoder } from "node:string_decoder";
 import type { ReadPage } from "../core/workspace-fs.js";
 
@@ -7,11 +7,10 @@ export const MAX_LINE_CHARS = 2_000;
 export const MAX_PAGE_CHARS = 256 * 1024;
 
 /**
- * Reads lines `offset .. offset+limit-1` (1-based) of a file in fixed memory: chunk by chunk,
+ * Reads lines `offset .. offset+limit-1` (1-based) of an open file in fixed memory: chunk by chunk,
  * never holding more than one capped line and the page, however large the file or its lines.
  */
-export async function readLinePage(path: string, offset: number, limit: number): Promise<ReadPage> {
-  const handle = await open(path, "r");
+export async function readLinePage(handle: FileHandle, offset: number, limit: number): Promise<ReadPage> {
   const decoder = new StringDecoder("utf8");
   const buffer = Buffer.alloc(CHUNK_BYTES);
   const lines: string[] = [];
@@ -32,27 +31,23 @@ export async function readLinePage(path: string, offset: number, limit: number):
     currentCut = false;
     return true;
   };
-  try {
-    reading: for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
-      const text = bytesRead === 0 ? decoder.end() : decoder.write(buffer.subarray(0, bytesRead));
-      let start = 0;
-      for (let newline = text.indexOf("\n"); newline !== -1; newline = text.indexOf("\n", start)) {
-        append(text.slice(start, newline));
-        start = newline + 1;
-        if (!takeLine()) {
-          more = true;
-          break reading;
-        }
+  reading: for (;;) {
+    const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
+    const text = bytesRead === 0 ? decoder.end() : decoder.write(buffer.subarray(0, bytesRead));
+    let start = 0;
+    for (let newline = text.indexOf("\n"); newline !== -1; newline = text.indexOf("\n", start)) {
+      append(text.slice(start, newline));
+      start = newline + 1;
+      if (!takeLine()) {
+        more = true;
+        break reading;
       }
-      append(text.slice(start));
-      if (bytesRead === 0) break;
     }
-    // The last line has no newline after it; an empty file or a final newline leaves nothing.
-    if (!more && current !== "" && !takeLine()) more = true;
-  } finally {
-    await handle.close();
+    append(text.slice(start));
+    if (bytesRead === 0) break;
   }
+  // The last line has no newline after it; an empty file or a final newline leaves nothing.
+  if (!more && current !== "" && !takeLine()) more = true;
   return { text: lines.join("\n"), firstLine: offset, lineCount: lines.length, more };
 
   function append(piece: string): void {

@@ -2,6 +2,7 @@ import { createInterface, type Interface } from "node:readline";
 import type { Readable } from "node:stream";
 import { PermissionDecision, type ApprovalProvider, type PermissionRequest } from "../core/permissions.js";
 import type { Terminal } from "./terminal.js";
+import { visible } from "./visible.js";
 
 /** Only these answers allow a call; anything else, an empty line or end of input refuses it. */
 export function isYes(answer: string): boolean {
@@ -24,12 +25,12 @@ export class TerminalApprovalProvider implements ApprovalProvider {
 
   async requestApproval(request: PermissionRequest, pending: PermissionDecision): Promise<PermissionDecision> {
     if (!this.inputIsTTY) {
-      this.terminal.line(`(没有交互式终端, 无法询问, 已拒绝: ${request.toolName})`);
+      this.terminal.line(`(没有交互式终端, 无法询问, 已拒绝: ${visible(request.toolName)})`);
       return new PermissionDecision("deny", "No interactive terminal to ask for approval", "terminal-approval");
     }
-    this.terminal.line(`工具调用需要批准: ${request.toolName}`);
-    this.terminal.line(`原因: ${pending.reason}`);
-    this.terminal.line(`参数: ${JSON.stringify(request.prepared.arguments)}`);
+    this.terminal.line(`工具调用需要批准: ${visible(request.toolName)}`);
+    this.terminal.line(`原因: ${visible(pending.reason)}`);
+    this.terminal.line(`参数: ${visible(JSON.stringify(request.prepared.arguments))}`);
     this.terminal.prompt("允许本次调用? [y/N] ");
     const next = await this.nextLine();
     return next !== undefined && isYes(next)

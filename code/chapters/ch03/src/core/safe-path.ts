@@ -12,8 +12,9 @@ export interface PathProbe {
 const MAX_PATH_CHARS = 4096;
 const MAX_SEGMENT_CHARS = 255;
 const RESERVED = /^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i;
+// C0, DEL and C1: no file name needs them, and a terminal showing the name would obey them.
 // eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
-const CONTROL = /[\u0000-\u001f\u007f]/;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const WINDOWS_ILLEGAL = /[<>:"|?*]/;
 
 /**

@@ -1,13 +1,17 @@
 import { z } from "zod";
 import { defineTool } from "../core/tool.js";
 import { toolSuccess } from "../core/tool-result.js";
-import type { WorkspaceFileSystem } from "../core/workspace-fs.js";
+import { MAX_GLOB_PATTERN_CHARS, type WorkspaceFileSystem } from "../core/workspace-fs.js";
 import { withFileErrors } from "./file-errors.js";
 
 export const MAX_GLOB_RESULTS = 1_000;
 
 const input = z.strictObject({
-  pattern: z.string().min(1).describe("Glob relative to the workspace: *, **, ?, [...], e.g. src/**/*.ts"),
+  pattern: z
+    .string()
+    .min(1)
+    .max(MAX_GLOB_PATTERN_CHARS)
+    .describe("Glob relative to the workspace: *, **, ?, [...], e.g. src/**/*.ts"),
 });
 
 /** `glob`: workspace-relative files matching a pattern; never through a symlinked folder, never outside. */

@@ -1,0 +1,84 @@
+import { constants, realpathSync, statSync } from "node:fs";
+import { lstat, open, readlink, unlink, type FileHandle } from "node:fs/promises";
+import { sep } from "node:path";
+import { isInside } from "../core/safe-path.js";
+import { FileNotFoundError, NotAFileError, WorkspacePathError } from "../core/workspace-fs.js";
+
+// POSIX-only flags are 0 where they do not exist (Windows), where the checks below are the defence.
+const flag = (name: "O_NOFOLLOW" | "O_NONBLOCK"): number => (constants as Partial<Record<string, number>>)[name] ?? 0;
+// Never follow a final-component link; never block on a FIFO someone put in the file's place.
+const SAFE = flag("O_NOFOLLOW") | flag("O_NONBLOCK");
+
+export interface ConfinedFile {
+  readonly handle: FileHandle;
+  /** The file did not exist before this open. */
+  readonly created: boolean;
+}
+
+/**
+ * Opens `target`, a path already resolved inside `workspace`, and then proves that what was
+ * opened is a regular file inside the workspace. The path check and the open are two steps, and
+ * another process could swap a folder for a link in between; checking the opened file closes that.
+ * `path` is the model's own spelling, for messages.
+ */
+export async function openConfined(
+  workspace: string,
+  target: string,
+  path: string,
+  mode: "read" | "write",
+): Promise<ConfinedFile> {
+  let created = false;
+  if (mode === "write") {
+    const before = await lstat(target).catch(() => undefined);
+    if (before !== undefined && !before.isFile()) throw notAFile(path, before);
+    created = before === undefined;
+  }
+  const flags = mode === "read" ? constants.O_RDONLY : constants.O_WRONLY | constants.O_CREAT;
+  const handle = await open(target, flags | SAFE, 0o666).catch((error: unknown) => {
+    throw platformError(error, path);
+  });
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) throw notAFile(path, info);
+    const where = await openedPath(handle, target, info);
+    if (where === undefined || !isInside(workspace, where, sep)) {
+      if (created && where !== undefined) await unlink(where).catch(() => undefined);
+      throw new WorkspacePathError("escape", `${path} moved outside the workspace while it was opened`);
+    }
+    return { handle, created };
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/** Where the open file really is: Linux says so in /proc; elsewhere the path must still lead to it. */
+async function openedPath(
+  handle: FileHandle,
+  target: string,
+  opened: { dev: number; ino: number },
+): Promise<string | undefined> {
+  const fromProc = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+  if (fromProc !== undefined) return fromProc;
+  try {
+    const real = realpathSync.native(target);
+    const now = statSync(real);
+    return now.dev === opened.dev && now.ino === opened.ino ? real : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function notAFile(path: string, info: { isDirectory(): boolean }): NotAFileError {
+  return new NotAFileError(info.isDirectory() ? `${path} is a folder, not a file` : `${path} is not a regular file`);
+}
+
+/** Platform errors become the domain's: the model gets a stable code, not an errno. */
+export function platformError(error: unknown, path: string): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === "ENOENT" || code === "ENOTDIR") return new FileNotFoundError(`${path} does not exist`);
+  if (code === "EISDIR") return new NotAFileError(`${path} is a folder, not a file`);
+  if (code === "ENXIO") return new NotAFileError(`${path} is not a regular file`);
+  if (code === "ELOOP") return new WorkspacePathError("escape", `${path} is a link; it will not be followed`);
+  return error instanceof Error ? error : new Error(String(error));
+}

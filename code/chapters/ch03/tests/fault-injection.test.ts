@@ -1,0 +1,777 @@
+import { mkdtemp, realpath, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough, Writable } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { OpenAIChatClient } from "../src/adapters/openai-chat.js";
+import { buildAgent } from "../src/bootstrap.js";
+import { runCli, type CliIO } from "../src/cli.js";
+import { AgentLimitError, AgentRunError, IncompleteModelReplyError, ModelCallError } from "../src/core/agent-errors.js";
+import { AgentRunner, type RunResult } from "../src/core/agent-runner.js";
+import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
+import type { ModelClient } from "../src/core/model-client.js";
+import { PermissionPolicy, type PermissionPolicyOptions } from "../src/core/permission-policy.js";
+import {
+  PermissionDecision,
+  PermissionRequest,
+  PermissionRule,
+  type ApprovalProvider,
+  type AuditSink,
+} from "../src/core/permissions.js";
+import { P03 } from "../src/core/profiles.js";
+import { defineTool } from "../src/core/tool.js";
+import { ToolRegistry } from "../src/core/tool-registry.js";
+import { toolError, toolSuccess, type ToolResult } from "../src/core/tool-result.js";
+import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
+import {
+  apiError,
+  completion,
+  startLoopbackOpenAI,
+  type LoopbackOpenAI,
+  type LoopbackReply,
+} from "./support/loopback-openai.js";
+import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
+
+const EVALUATION_FAILED = "Error [permission_evaluation_error]: Permission evaluation failed";
+const CONTEXT = { workspace: "/nonexistent-workspace", identity: "agent-tutorial/fault-injection" };
+
+const folders: string[] = [];
+const servers: LoopbackOpenAI[] = [];
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()));
+  await Promise.all(folders.splice(0).map((folder) => rm(folder, { recursive: true, force: true })));
+});
+
+async function tempFolder(): Promise<string> {
+  const folder = await realpath(await mkdtemp(join(tmpdir(), "ch03-faults-")));
+  folders.push(folder);
+  return folder;
+}
+
+/** Counts handler runs per tool name. */
+class HandlerLog {
+  readonly runs: string[] = [];
+  count(name: string): number {
+    return this.runs.filter((run) => run === name).length;
+  }
+}
+
+/** A registry of probe tools, one per effect, plus tools whose handlers misbehave on purpose. */
+function probeRegistry(log: HandlerLog): ToolRegistry {
+  const registry = new ToolRegistry();
+  const ran = (name: string, result: unknown): Promise<ToolResult> => {
+    log.runs.push(name);
+    // The misbehaving handlers return what a careless author might: the registry must not trust it.
+    return Promise.resolve(result as ToolResult);
+  };
+  registry.register(
+    defineTool({
+      name: "probe_read",
+      description: "read",
+      inputSchema: z.strictObject({ path: z.string() }),
+      effect: "read",
+      handler: () => ran("probe_read", toolSuccess("read ok")),
+    }),
+  );
+  registry.register(
+    defineTool({
+      name: "probe_write",
+      description: "write",
+      inputSchema: z.strictObject({ path: z.string() }),
+      effect: "write",
+      handler: () => ran("probe_write", toolSuccess("write ok")),
+    }),
+  );
+  registry.register(
+    defineTool({
+      name: "probe_exec",
+      description: "execute",
+      inputSchema: z.strictObject({ command: z.string() }),
+      effect: "execute",
+      handler: () => ran("probe_exec", toolSuccess("exec ok")),
+    }),
+  );
+  registry.register(
+    defineTool({
+      name: "throws",
+      description: "throws",
+      inputSchema: z.strictObject({ value: z.string() }),
+      effect: "read",
+      handler: ({ value }) => {
+        log.runs.push("throws");
+        if (value === "error") throw new Error("kaboom at /home/secret/stack.ts:1:1");
+        if (value === "rejects") return Promise.reject(new TypeError("kaboom rejected"));
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- a careless handler throwing a non-Error
+        throw "kaboom string";
+      },
+    }),
+  );
+  const junk: Record<string, unknown> = {
+    object: { ok: true },
+    "error without code": { content: "x", isError: true },
+    "error with empty code": { content: "x", isError: true, errorCode: "" },
+    "numeric content": { content: 5, isError: false },
+    "string isError": { content: "x", isError: "false" },
+    undefined: undefined,
+    null: null,
+    string: "done",
+  };
+  registry.register(
+    defineTool({
+      name: "junk",
+      description: "returns junk",
+      inputSchema: z.strictObject({ kind: z.string() }),
+      effect: "read",
+      handler: ({ kind }) => ran("junk", kind === "own error" ? toolError("custom_failure", "it broke") : junk[kind]),
+    }),
+  );
+  return registry;
+}
+
+class RecordingAudit implements AuditSink {
+  readonly records: [string, string, string, string][] = [];
+  record(request: PermissionRequest, decision: PermissionDecision): void {
+    this.records.push([request.toolName, decision.behavior, decision.source, decision.reason]);
+  }
+}
+
+/** An approval provider that answers with anything at all, and counts its calls. */
+class RawApproval implements ApprovalProvider {
+  calls = 0;
+  constructor(private readonly answer: () => unknown) {}
+  requestApproval(): Promise<PermissionDecision> {
+    this.calls += 1;
+    return this.answer() as Promise<PermissionDecision>;
+  }
+}
+
+interface Probe {
+  readonly result: RunResult;
+  readonly log: HandlerLog;
+  readonly audit: RecordingAudit;
+}
+
+/** Runs one turn of `calls` through the real AgentRunner with `policy`, then a final text. */
+async function probe(
+  calls: ReturnType<typeof call>[],
+  options: PermissionPolicyOptions | ((audit: RecordingAudit) => PermissionPolicy),
+): Promise<Probe> {
+  const log = new HandlerLog();
+  const audit = new RecordingAudit();
+  const policy =
+    typeof options === "function" ? options(audit) : new PermissionPolicy({ auditSink: audit, ...options });
+  const runner = new AgentRunner({
+    model: new ScriptedModel([toolTurn(...calls), textTurn("done")]),
+    tools: probeRegistry(log),
+    context: CONTEXT,
+    systemPrompt: "fault injection",
+    maxTurns: 3,
+    policy,
+  });
+  const result = await runner.run("go");
+  expect(result.finalText).toBe("done");
+  expect(() => validateToolPairing(result.history)).not.toThrow();
+  return { result, log, audit };
+}
+
+const exec = (id = "e1", command = "Remove-Item -Recurse *") => call(id, "probe_exec", { command });
+
+describe("an approval provider that fails is a deny, and the handler never runs", () => {
+  it.each<[string, () => unknown, string]>([
+    [
+      "throws synchronously",
+      () => {
+        throw new Error("provider crashed");
+      },
+      "Approval failed",
+    ],
+    ["rejects", () => Promise.reject(new Error("provider crashed")), "Approval failed"],
+    ["returns true", () => true, "Approval provider returned an invalid answer"],
+    ["returns the string allow", () => "allow", "Approval provider returned an invalid answer"],
+    [
+      "returns an allow-shaped plain object",
+      () => ({ behavior: "allow", reason: "looks right", source: "user" }),
+      "Approval provider returned an invalid answer",
+    ],
+    [
+      "returns an allow forged from PermissionDecision.prototype",
+      () =>
+        Object.create(PermissionDecision.prototype, {
+          behavior: { value: "allow" },
+          reason: { value: "" },
+          source: { value: "user" },
+        }) as unknown,
+      "Approval provider returned an invalid answer",
+    ],
+    ["returns undefined", () => undefined, "Approval provider returned an invalid answer"],
+    ["returns null", () => null, "Approval provider returned an invalid answer"],
+    [
+      "returns an ask decision",
+      () => new PermissionDecision("ask", "ask again", "user"),
+      "Approval provider answered ask, not allow or deny",
+    ],
+    [
+      "returns a passthrough decision",
+      () => new PermissionDecision("passthrough", "no opinion", "user"),
+      "Approval provider answered passthrough, not allow or deny",
+    ],
+  ])("a provider that %s makes the call a deny, and its handler never runs", async (_name, answer, reason) => {
+    const approval = new RawApproval(answer);
+    const { result, log, audit } = await probe([exec()], { approvalProvider: approval });
+
+    expect(toolMessages(result.history)).toEqual([["e1", `Error [permission_denied]: ${reason}`]]);
+    expect(approval.calls).toBe(1);
+    expect(log.runs).toEqual([]);
+    expect(audit.records).toEqual([["probe_exec", "deny", "approval", reason]]);
+  });
+
+  it("a provider that never answers is a deny once approvalTimeoutMs has passed", async () => {
+    const approval = new RawApproval(() => new Promise<never>(() => undefined));
+    const started = Date.now();
+    const { result, log, audit } = await probe([exec()], { approvalProvider: approval, approvalTimeoutMs: 50 });
+
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(toolMessages(result.history)).toEqual([["e1", "Error [permission_denied]: Approval timed out"]]);
+    expect(log.runs).toEqual([]);
+    expect(audit.records).toEqual([["probe_exec", "deny", "approval", "Approval timed out"]]);
+  });
+
+  it("an allow that arrives after the timeout is ignored: the handler does not run, then or later", async () => {
+    let late = false;
+    const approval = new RawApproval(
+      () =>
+        new Promise((resolve) =>
+          setTimeout(() => {
+            late = true;
+            resolve(new PermissionDecision("allow", "too late", "user"));
+          }, 120),
+        ),
+    );
+    const { result, log } = await probe([exec()], { approvalProvider: approval, approvalTimeoutMs: 20 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    expect(late).toBe(true);
+    expect(toolMessages(result.history)).toEqual([["e1", "Error [permission_denied]: Approval timed out"]]);
+    expect(log.runs).toEqual([]);
+  });
+
+  it("without a provider every ask is a deny that names the missing provider", async () => {
+    const { result, log, audit } = await probe([exec(), call("w1", "probe_write", { path: "a.txt" })], {
+      rules: [new PermissionRule({ name: "ask-writes", behavior: "ask", reason: "writes ask", matches: () => true })],
+    });
+    const denied = "Error [permission_denied]: No approval provider is available to ask";
+    expect(toolMessages(result.history)).toEqual([
+      ["e1", denied],
+      ["w1", denied],
+    ]);
+    expect(log.runs).toEqual([]);
+    expect(audit.records.map((record) => record.slice(1, 3))).toEqual([
+      ["deny", "approval"],
+      ["deny", "approval"],
+    ]);
+  });
+});
+
+describe("an audit sink that fails fails the call closed", () => {
+  const failing = (mode: "throw" | "reject", when: (decision: PermissionDecision) => boolean): AuditSink => ({
+    record: (_request, decision) => {
+      if (!when(decision)) return;
+      if (mode === "throw") throw new Error("disk full");
+      return Promise.reject(new Error("disk full"));
+    },
+  });
+
+  it.each([
+    ["throws", "throw"],
+    ["rejects", "reject"],
+  ] as const)(
+    "an audit sink that %s on an allowed read makes it permission_evaluation_error, and the handler never runs",
+    async (_word, mode) => {
+      const { result, log } = await probe([call("r1", "probe_read", { path: "a" })], () => {
+        return new PermissionPolicy({ auditSink: failing(mode, () => true) });
+      });
+      expect(toolMessages(result.history)).toEqual([["r1", EVALUATION_FAILED]]);
+      expect(log.runs).toEqual([]);
+    },
+  );
+
+  it("an audit sink that fails only after an approved ask still stops the handler, and the approval was asked once", async () => {
+    const approval = new CountingApproval(true);
+    const { result, log } = await probe([exec()], () => {
+      return new PermissionPolicy({
+        approvalProvider: approval,
+        auditSink: failing("throw", (decision) => decision.behavior === "allow"),
+      });
+    });
+    expect(toolMessages(result.history)).toEqual([["e1", EVALUATION_FAILED]]);
+    expect(approval.requests).toHaveLength(1);
+    expect(log.runs).toEqual([]);
+  });
+
+  it("an audit sink that fails on a deny still answers with an error paired to the call", async () => {
+    const { result, log } = await probe([exec()], () => {
+      return new PermissionPolicy({ auditSink: failing("throw", () => true) });
+    });
+    expect(toolMessages(result.history)).toEqual([["e1", EVALUATION_FAILED]]);
+    expect(log.runs).toEqual([]);
+  });
+});
+
+describe("a rule that throws is a deny from that rule, never asked", () => {
+  const exploding = (thrown: unknown) =>
+    new PermissionRule({
+      name: "exploding-rule",
+      behavior: "allow",
+      reason: "would allow",
+      matches: () => {
+        throw thrown;
+      },
+    });
+
+  it.each<[string, unknown]>([
+    ["an Error", new Error("rule bug")],
+    ["a string", "rule bug"],
+    ["undefined", undefined],
+  ])("a rule throwing %s on a shell call denies it without asking the approver", async (_name, thrown) => {
+    const approval = new CountingApproval(true);
+    const allowAll = new PermissionRule({
+      name: "allow-all",
+      behavior: "allow",
+      reason: "everything",
+      matches: () => true,
+    });
+    const { result, log, audit } = await probe([exec()], {
+      rules: [allowAll, exploding(thrown)],
+      approvalProvider: approval,
+    });
+
+    expect(toolMessages(result.history)).toEqual([
+      ["e1", "Error [permission_denied]: Permission rule failed: exploding-rule"],
+    ]);
+    expect(approval.requests).toEqual([]);
+    expect(log.runs).toEqual([]);
+    expect(audit.records).toEqual([["probe_exec", "deny", "exploding-rule", "Permission rule failed: exploding-rule"]]);
+  });
+});
+
+describe("a policy that breaks its contract never lets the handler run", () => {
+  class BrokenPolicy extends PermissionPolicy {
+    constructor(private readonly broken: () => Promise<PermissionDecision>) {
+      super();
+    }
+    override decide(): Promise<PermissionDecision> {
+      return this.broken();
+    }
+  }
+
+  it.each<[string, () => Promise<PermissionDecision>]>([
+    ["throws", () => Promise.reject(new Error("policy bug"))],
+    ["returns an allow-shaped object", () => Promise.resolve({ behavior: "allow" } as unknown as PermissionDecision)],
+    ["returns an unresolved ask", () => Promise.resolve(new PermissionDecision("ask", "still asking", "rule"))],
+    ["returns a passthrough", () => Promise.resolve(new PermissionDecision("passthrough", "no opinion", "rule"))],
+    ["returns undefined", () => Promise.resolve(undefined as unknown as PermissionDecision)],
+    [
+      "returns an allow forged from PermissionDecision.prototype",
+      () =>
+        Promise.resolve(
+          Object.create(PermissionDecision.prototype, { behavior: { value: "allow" } }) as PermissionDecision,
+        ),
+    ],
+  ])("a decide() that %s becomes permission_evaluation_error, and the handler never runs", async (_name, broken) => {
+    const { result, log } = await probe([call("r1", "probe_read", { path: "a" })], () => new BrokenPolicy(broken));
+    expect(toolMessages(result.history)).toEqual([["r1", EVALUATION_FAILED]]);
+    expect(log.runs).toEqual([]);
+  });
+});
+
+describe("a handler that misbehaves becomes a stable error code", () => {
+  it.each(["error", "rejects", "string"])(
+    "a handler that %s becomes tool_execution_error with no message or stack of its own",
+    async (value) => {
+      const { result, log, audit } = await probe([call("t1", "throws", { value })], {});
+      expect(toolMessages(result.history)).toEqual([
+        ["t1", "Error [tool_execution_error]: Tool throws failed unexpectedly"],
+      ]);
+      expect(JSON.stringify(result.history)).not.toContain("kaboom");
+      expect(log.runs).toEqual(["throws"]);
+      expect(audit.records).toEqual([["throws", "allow", "default", "No permission rule blocked the request"]]);
+    },
+  );
+
+  it.each([
+    "object",
+    "error without code",
+    "error with empty code",
+    "numeric content",
+    "string isError",
+    "undefined",
+    "null",
+    "string",
+  ])("a handler returning %s becomes invalid_tool_result", async (kind) => {
+    const { result, log } = await probe([call("j1", "junk", { kind })], {});
+    expect(toolMessages(result.history)).toEqual([
+      ["j1", "Error [invalid_tool_result]: Tool handler returned an invalid result"],
+    ]);
+    expect(log.runs).toEqual(["junk"]);
+  });
+
+  it("a handler's own error result reaches the model unchanged", async () => {
+    const { result } = await probe([call("j1", "junk", { kind: "own error" })], {});
+    expect(toolMessages(result.history)).toEqual([["j1", "Error [custom_failure]: it broke"]]);
+  });
+
+  it("in one turn, exactly the calls the rules and the approver allow reach their handlers", async () => {
+    const approval = new CountingApproval((seen: { arguments: unknown }) => {
+      return (seen.arguments as { command?: string }).command === "Get-Date";
+    });
+    const denyWrites = new PermissionRule({
+      name: "deny-writes",
+      behavior: "deny",
+      reason: "No writes today",
+      matches: (request) => request.toolName === "probe_write",
+    });
+    const { result, log, audit } = await probe(
+      [
+        call("r1", "probe_read", { path: "a" }),
+        call("w1", "probe_write", { path: "a" }),
+        exec("e1", "Get-Date"),
+        exec("e2", "Remove-Item *"),
+        call("x1", "probe_exec", "{not json"),
+        call("u1", "no_such_tool", {}),
+      ],
+      { rules: [denyWrites], approvalProvider: approval },
+    );
+
+    expect(toolMessages(result.history)).toEqual([
+      ["r1", "read ok"],
+      ["w1", "Error [permission_denied]: No writes today"],
+      ["e1", "exec ok"],
+      ["e2", "Error [permission_denied]: The user did not approve this tool call"],
+      ["x1", "Error [invalid_json]: Arguments of probe_exec must be a JSON object"],
+      ["u1", "Error [unknown_tool]: Unknown tool: no_such_tool"],
+    ]);
+    expect(log.runs).toEqual(["probe_read", "probe_exec"]);
+    expect(approval.requests.map((seen) => seen.arguments)).toEqual([
+      { command: "Get-Date" },
+      { command: "Remove-Item *" },
+    ]);
+    expect(audit.records.map((record) => record.slice(0, 3))).toEqual([
+      ["probe_read", "allow", "default"],
+      ["probe_write", "deny", "deny-writes"],
+      ["probe_exec", "allow", "user"],
+      ["probe_exec", "deny", "user"],
+    ]);
+  });
+});
+
+/** The P03 agent on the real OpenAI SDK against a loopback server answering `replies` in order. */
+async function loopbackAgent(
+  replies: readonly LoopbackReply[],
+  options: { timeoutMs?: number; approve?: boolean; maxTurns?: number } = {},
+) {
+  const server = await startLoopbackOpenAI(
+    (_body, index) => replies[index] ?? { json: apiError("no more replies"), status: 500 },
+  );
+  servers.push(server);
+  const model: ModelClient = new OpenAIChatClient({
+    apiKey: "test-key",
+    model: "loopback",
+    baseURL: server.baseURL,
+    maxRetries: 0,
+    timeoutMs: options.timeoutMs ?? 5_000,
+  });
+  const runner = new RecordingCommandRunner();
+  const approval = new CountingApproval(options.approve ?? false);
+  const audit = new RecordingAudit();
+  const agent = buildAgent(P03, {
+    model,
+    workspace: await tempFolder(),
+    commandRunner: runner,
+    approvalProvider: approval,
+    auditSink: audit,
+    ...(options.maxTurns === undefined ? {} : { maxTurns: options.maxTurns }),
+  });
+  return { server, agent, runner, approval, audit };
+}
+
+async function runError(run: Promise<unknown>): Promise<AgentRunError> {
+  try {
+    await run;
+  } catch (error) {
+    expect(error).toBeInstanceOf(AgentRunError);
+    const failure = error as AgentRunError;
+    expect(() => validateToolPairing(failure.history)).not.toThrow();
+    return failure;
+  }
+  throw new Error("expected the run to fail, but it finished");
+}
+
+const shellCall = (id: string) => ({ id, name: "shell", arguments: '{"command":"Get-ChildItem"}' });
+const roles = (history: readonly ChatMessage[]) => history.map((message) => message.role);
+
+describe("model faults over the real SDK end in a tool error code or an AgentRunError", () => {
+  it("invalid JSON arguments and an unknown tool become paired tool errors and no handler or approval runs", async () => {
+    const { agent, runner, approval, audit } = await loopbackAgent([
+      {
+        json: completion({
+          toolCalls: [
+            { id: "c1", name: "shell", arguments: '{"command": "Get-ChildItem"' },
+            { id: "c2", name: "rm_rf", arguments: "{}" },
+            { id: "c3", name: "write_file", arguments: "[1,2]" },
+          ],
+        }),
+      },
+      { json: completion({ content: "gave up" }) },
+    ]);
+    const result = await agent.run("go");
+
+    expect(result.finalText).toBe("gave up");
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "Error [invalid_json]: Arguments of shell must be a JSON object"],
+      ["c2", "Error [unknown_tool]: Unknown tool: rm_rf"],
+      ["c3", "Error [invalid_json]: Arguments of write_file must be a JSON object"],
+    ]);
+    expect(runner.commands).toEqual([]);
+    expect(approval.requests).toEqual([]);
+    expect(audit.records).toEqual([]);
+    expect(() => validateToolPairing(result.history)).not.toThrow();
+  });
+
+  it.each<[string, LoopbackReply, string | RegExp]>([
+    [
+      "empty choices",
+      { json: { id: "x", object: "chat.completion", choices: [] } },
+      "The model provider sent a malformed reply: the response has no choices",
+    ],
+    [
+      "a tool call without an id",
+      {
+        json: {
+          choices: [
+            {
+              index: 0,
+              finish_reason: "tool_calls",
+              message: {
+                role: "assistant",
+                content: null,
+                tool_calls: [{ type: "function", function: { name: "shell", arguments: "{}" } }],
+              },
+            },
+          ],
+        },
+      },
+      "The model provider sent a malformed reply: tool_calls[0].id is missing",
+    ],
+    [
+      "a tool call without a function name",
+      {
+        json: {
+          choices: [
+            {
+              index: 0,
+              finish_reason: "tool_calls",
+              message: {
+                role: "assistant",
+                content: null,
+                tool_calls: [{ id: "c1", type: "function", function: { arguments: "{}" } }],
+              },
+            },
+          ],
+        },
+      },
+      "The model provider sent a malformed reply: tool_calls[0].function.name is missing",
+    ],
+    [
+      "an HTML page with status 200",
+      { raw: "<html>bad gateway</html>", contentType: "text/html" },
+      "The model provider sent a malformed reply: the response is not a JSON object",
+    ],
+    [
+      "HTTP 429",
+      { json: apiError("Rate limit reached"), status: 429 },
+      "The model provider answered HTTP 429 (rate limited; wait and retry): 429 Rate limit reached",
+    ],
+    ["HTTP 500", { json: apiError("boom"), status: 500 }, "The model provider answered HTTP 500: 500 boom"],
+    ["a connection reset", { destroy: true }, "Could not reach the model provider: Connection error."],
+  ])("%s on the first request is a ModelCallError and nothing runs", async (_name, reply, message) => {
+    const { server, agent, runner, approval, audit } = await loopbackAgent([reply]);
+    const error = await runError(agent.run("go"));
+
+    expect(error).toBeInstanceOf(ModelCallError);
+    expect(error.message).toEqual(message);
+    expect(roles(error.history)).toEqual(["system", "user"]);
+    expect(server.requests).toHaveLength(1);
+    expect(runner.commands).toEqual([]);
+    expect(approval.requests).toEqual([]);
+    expect(audit.records).toEqual([]);
+  });
+
+  it("a body slower than the client timeout is a ModelCallError that says it timed out", async () => {
+    const { agent } = await loopbackAgent([{ json: completion({ content: "late" }), delayMs: 3_000 }], {
+      timeoutMs: 150,
+    });
+    const error = await runError(agent.run("go"));
+    expect(error).toBeInstanceOf(ModelCallError);
+    expect(error.message).toBe("The model request timed out; check OPENAI_BASE_URL and the provider's status");
+  });
+
+  it("a failure on the second request keeps the first turn's call and its paired answer in the error's history", async () => {
+    const { agent, runner, approval } = await loopbackAgent([
+      { json: completion({ toolCalls: [shellCall("s1")] }) },
+      { json: apiError("boom"), status: 500 },
+    ]);
+    const error = await runError(agent.run("go"));
+
+    expect(error).toBeInstanceOf(ModelCallError);
+    expect(roles(error.history)).toEqual(["system", "user", "assistant", "tool"]);
+    expect(toolMessages(error.history)).toEqual([
+      ["s1", "Error [permission_denied]: The user did not approve this tool call"],
+    ]);
+    expect(approval.requests).toHaveLength(1);
+    expect(runner.commands).toEqual([]);
+  });
+
+  it.each<[string, string]>([
+    ["length", "length"],
+    ["content_filter", "content_filter"],
+  ])("finish_reason %s is an IncompleteModelReplyError", async (_name, finishReason) => {
+    const { agent } = await loopbackAgent([{ json: completion({ content: "partial", finishReason }) }]);
+    const error = await runError(agent.run("go"));
+    expect(error).toBeInstanceOf(IncompleteModelReplyError);
+    expect(error.message).toBe(`The model's reply was incomplete (finish_reason: ${finishReason})`);
+  });
+
+  it("a reply with neither text nor tool calls is an IncompleteModelReplyError", async () => {
+    const { agent } = await loopbackAgent([{ json: completion({ content: null }) }]);
+    const error = await runError(agent.run("go"));
+    expect(error).toBeInstanceOf(IncompleteModelReplyError);
+  });
+
+  it("a model that never stops calling tools is an AgentLimitError after maxTurns, with every call paired", async () => {
+    const { agent, server, approval } = await loopbackAgent(
+      [1, 2, 3].map((n) => ({ json: completion({ toolCalls: [shellCall(`s${n}`)] }) })),
+      { maxTurns: 3 },
+    );
+    const error = await runError(agent.run("go"));
+    expect(error).toBeInstanceOf(AgentLimitError);
+    expect(error.message).toBe("The agent did not finish within 3 turns");
+    expect(toolMessages(error.history).map(([id]) => id)).toEqual(["s1", "s2", "s3"]);
+    expect(server.requests).toHaveLength(3);
+    expect(approval.requests).toHaveLength(3);
+  });
+
+  // The loop refuses a reply whose calls share an id before running any of them.
+  it("a reply that repeats a tool call id is refused as an AgentRunError before any of its calls runs", async () => {
+    const { agent, runner, approval } = await loopbackAgent(
+      [{ json: completion({ toolCalls: [shellCall("dup"), shellCall("dup")] }) }],
+      { approve: true },
+    );
+    const run = agent.run("go");
+    await expect(run).rejects.toBeInstanceOf(AgentRunError);
+    expect(runner.commands).toEqual([]);
+    expect(approval.requests).toEqual([]);
+  });
+});
+
+/** A writable that keeps everything written to it as text. */
+class Sink extends Writable {
+  text = "";
+  override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.text += Buffer.isBuffer(chunk) ? chunk.toString("utf8") : String(chunk);
+    callback();
+  }
+}
+
+describe("runCli exit codes under faults", () => {
+  async function cli(argv: readonly string[], env: CliIO["env"]) {
+    const stdin = new PassThrough();
+    stdin.end();
+    const stdout = new Sink();
+    const stderr = new Sink();
+    const cwd = await tempFolder();
+    const code = await runCli(
+      argv,
+      { env, cwd, stdin, stdinIsTTY: false, stdout, stderr, stderrIsTTY: false },
+      { name: "ch03", title: "第 3 章 (故障注入)", profile: P03 },
+    );
+    return { code, stdout: stdout.text, stderr: stderr.text.split("\n").filter((line) => line !== "") };
+  }
+
+  async function server(replies: readonly LoopbackReply[]) {
+    const loopback = await startLoopbackOpenAI(
+      (_body, index) => replies[index] ?? { json: apiError("no more replies"), status: 500 },
+    );
+    servers.push(loopback);
+    return loopback;
+  }
+
+  const envFor = (loopback: LoopbackOpenAI): CliIO["env"] => ({
+    OPENAI_API_KEY: "test-key",
+    OPENAI_BASE_URL: loopback.baseURL,
+    OPENAI_MODEL: "loopback",
+  });
+
+  it("a malformed provider reply exits 1 with one 运行失败 line and nothing on stdout", async () => {
+    const loopback = await server([{ json: { choices: [] } }]);
+    const run = await cli(["--prompt", "hi", "--quiet"], envFor(loopback));
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toEqual(["运行失败: The model provider sent a malformed reply: the response has no choices"]);
+    expect(loopback.requests).toHaveLength(1);
+  });
+
+  it("HTTP 400 from the provider exits 1 after one request", async () => {
+    const loopback = await server([{ json: apiError("bad request"), status: 400 }]);
+    const run = await cli(["--prompt", "hi", "--quiet"], envFor(loopback));
+    expect(run.code).toBe(1);
+    expect(run.stderr).toEqual(["运行失败: The model provider answered HTTP 400: 400 bad request"]);
+    expect(loopback.requests).toHaveLength(1);
+  });
+
+  it("running out of turns exits 1 and says so", async () => {
+    const loopback = await server([{ json: completion({ toolCalls: [shellCall("s1")] }) }]);
+    const run = await cli(["--prompt", "hi", "--quiet", "--max-turns", "1"], envFor(loopback));
+    expect(run.code).toBe(1);
+    expect(run.stderr.at(-1)).toBe("运行失败: The agent did not finish within 1 turns");
+  });
+
+  // Everything the model wrote is printed through visible(): ESC[8m could otherwise hide the next 参数 line.
+  it("the CLI never writes a control character the model sent to the terminal", async () => {
+    const loopback = await server([
+      {
+        json: completion({
+          toolCalls: [
+            { id: "c1", name: "shell\u001b]52;c;aGk=\u0007", arguments: "{}" },
+            { id: "c2", name: "shell", arguments: "\u001b[8m{" },
+          ],
+        }),
+      },
+      { json: completion({ content: "done" }) },
+    ]);
+    const run = await cli(["--prompt", "hi"], envFor(loopback));
+    expect(run.code).toBe(0);
+    // stderr is not a TTY here, so the CLI itself writes no escape sequence at all.
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what this looks for
+    expect(run.stderr.join("\n")).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
+  });
+
+  it.each<[string, string[], (loopback: LoopbackOpenAI) => CliIO["env"]]>([
+    ["a missing API key", ["--prompt", "hi"], (loopback) => ({ OPENAI_BASE_URL: loopback.baseURL })],
+    ["a malformed --max-turns", ["--prompt", "hi", "--max-turns", "ten"], envFor],
+    ["--max-turns 0", ["--prompt", "hi", "--max-turns", "0"], envFor],
+    ["an unknown flag", ["--prompt", "hi", "--yolo"], envFor],
+    ["a base URL that is not a URL", ["--prompt", "hi"], () => ({ OPENAI_API_KEY: "k", OPENAI_BASE_URL: "::nope" })],
+    ["a missing workspace", ["--prompt", "hi", "--workspace", "/nonexistent/ch03-faults"], envFor],
+    ["no prompt", [], envFor],
+  ])("%s exits 2 with one 配置错误 line and never contacts the model", async (_name, argv, env) => {
+    const loopback = await server([{ json: completion({ content: "should not be asked" }) }]);
+    const run = await cli(argv, env(loopback));
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toHaveLength(1);
+    expect(run.stderr[0]).toMatch(/^配置错误: /);
+    expect(loopback.requests).toHaveLength(0);
+  });
+});
