@@ -12,6 +12,9 @@ const chapters = readdirSync(chaptersRoot, { withFileTypes: true })
 
 export default defineConfig({
   test: {
+    // In CI a JSON report as well, from which .ci/run prints the closing "N passed, N failed" line.
+    reporters:
+      process.env.CI === "true" ? ["default", ["json", { outputFile: ".ci/vitest-report.json" }]] : ["default"],
     projects: [
       ...chapters.map((name) => ({
         test: {
