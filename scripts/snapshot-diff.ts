@@ -1,4 +1,4 @@
-// Unified diff of two chapter snapshots' src/ and tests/ (and demo/): `npm run diff -- ch02 ch03`.
+// Unified diff of two chapter snapshots (src/, tests/, demo/ and the package files): `npm run diff -- ch02 ch03`.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -18,7 +18,7 @@ for (const name of [from, to]) {
 }
 
 let differs = false;
-for (const part of ["src", "tests", "demo"]) {
+for (const part of ["package.json", "tsconfig.json", "tsconfig.build.json", "src", "tests", "demo"]) {
   // git diff --no-index works on any two folders and shows renames; exit 1 only means "they differ".
   const result = spawnSync(
     "git",
@@ -39,4 +39,4 @@ for (const part of ["src", "tests", "demo"]) {
   if (result.status === 1) differs = true;
   else if (result.status !== 0) process.exit(result.status ?? 2);
 }
-if (!differs) console.log(`${from} and ${to} have the same src/, tests/ and demo/`);
+if (!differs) console.log(`${from} and ${to} are the same`);

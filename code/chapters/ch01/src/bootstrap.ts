@@ -1,9 +1,12 @@
 import { realpathSync } from "node:fs";
+import { OpenAIChatClient, type OpenAIChatOptions } from "./adapters/openai-chat.js";
 import { PowerShellRunner } from "./adapters/powershell.js";
+import { ReplayModel } from "./adapters/replay-model.js";
 import type { AgentEventListener } from "./core/agent-events.js";
 import { AgentRunner } from "./core/agent-runner.js";
 import type { ApprovalProvider } from "./core/approval.js";
 import type { CommandRunner } from "./core/command-runner.js";
+import type { ChatMessage } from "./core/messages.js";
 import type { ModelClient } from "./core/model-client.js";
 import { profileForChapter, type ChapterProfile } from "./core/profiles.js";
 import { builtinTools } from "./features/builtin-tools.js";
@@ -18,6 +21,16 @@ export interface BuildDependencies {
   readonly approvalProvider?: ApprovalProvider;
   readonly maxTurns?: number;
   readonly onEvent?: AgentEventListener;
+}
+
+/** A real model: any OpenAI-compatible Chat Completions endpoint, through the official SDK. */
+export function openAIModel(options: OpenAIChatOptions): ModelClient {
+  return new OpenAIChatClient(options);
+}
+
+/** A model that answers with the assistant turns of a recorded history, for --replay and --demo. */
+export function replayModel(history: readonly ChatMessage[]): ModelClient {
+  return new ReplayModel(history);
 }
 
 /** The composition root: the only place that knows which concrete adapters a chapter uses. */

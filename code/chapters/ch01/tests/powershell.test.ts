@@ -54,6 +54,18 @@ describe.skipIf(powershell === undefined)("PowerShellRunner against real pwsh", 
     expect(result.output).toBe("one\ntwo\nthree\n");
   });
 
+  it("does not hand the command the agent's credentials", async () => {
+    process.env.AGENT_TUTORIAL_TEST_API_KEY = "sk-must-not-leak";
+    process.env.AGENT_TUTORIAL_TEST_PLAIN = "visible";
+    try {
+      const result = await run('Write-Output "[$env:AGENT_TUTORIAL_TEST_API_KEY][$env:AGENT_TUTORIAL_TEST_PLAIN]"');
+      expect(result.output).toBe("[][visible]\n");
+    } finally {
+      delete process.env.AGENT_TUTORIAL_TEST_API_KEY;
+      delete process.env.AGENT_TUTORIAL_TEST_PLAIN;
+    }
+  });
+
   it("reports a non-zero exit code", async () => {
     const result = await run("Write-Output partial; exit 3");
     expect(result).toEqual({ output: "partial\n", exitCode: 3, timedOut: false, truncated: false });

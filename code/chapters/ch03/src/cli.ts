@@ -1,9 +1,7 @@
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
-import { OpenAIChatClient } from "./adapters/openai-chat.js";
-import { ReplayModel } from "./adapters/replay-model.js";
-import { buildAgent } from "./bootstrap.js";
+import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ConfigurationError, helpText, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { prepareDemo } from "./cli/demo.js";
 import { progressListener } from "./cli/progress.js";
@@ -78,7 +76,7 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
     if (prompt === undefined || prompt.trim() === "") {
       throw new ConfigurationError("--prompt is required (or use --demo); see --help");
     }
-    const model = demo ? new ReplayModel(demo.transcript.messages) : await createModel(options, io);
+    const model = demo ? replayModel(demo.transcript.messages) : await createModel(options, io);
     approval = new TerminalApprovalProvider(io.stdin, terminal, io.stdinIsTTY);
     const agent = buildAgent(entry.profile, {
       model,
@@ -125,7 +123,7 @@ async function createModel(options: CliOptions, io: CliIO): Promise<ModelClient>
   const { env } = io;
   if (options.replay !== undefined) {
     // Relative to where the user ran npm, like --transcript, so a recording replays from the same folder.
-    return new ReplayModel((await readTranscript(resolve(env.INIT_CWD ?? io.cwd, options.replay))).messages);
+    return replayModel((await readTranscript(resolve(env.INIT_CWD ?? io.cwd, options.replay))).messages);
   }
   const apiKey = env.OPENAI_API_KEY?.trim();
   if (!apiKey) {
@@ -139,7 +137,7 @@ async function createModel(options: CliOptions, io: CliIO): Promise<ModelClient>
     throw new ConfigurationError(`${source} is not a URL: "${baseURL}"`);
   }
   const model = options.model ?? (env.OPENAI_MODEL?.trim() || DEFAULT_MODEL);
-  return new OpenAIChatClient({ apiKey, model, ...(baseURL === undefined ? {} : { baseURL }) });
+  return openAIModel({ apiKey, model, ...(baseURL === undefined ? {} : { baseURL }) });
 }
 
 /** `--workspace`, else the folder the user ran npm from (npm puts it in INIT_CWD). */

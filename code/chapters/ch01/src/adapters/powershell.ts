@@ -23,6 +23,14 @@ const PRELUDE =
   "[Console]::OutputEncoding = [System.Text.UTF8Encoding]::new($false); " +
   "$OutputEncoding = [Console]::OutputEncoding; $ProgressPreference = 'SilentlyContinue'\n";
 
+// Credentials stay with the agent: a command the model wrote has no business reading the model's API key.
+const SECRET_NAME = /KEY|SECRET|TOKEN|PASSWORD/i;
+
+/** The environment a command runs with: the agent's own, minus anything named like a credential. */
+export function commandEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !SECRET_NAME.test(name)));
+}
+
 export interface PowerShellRunnerOptions {
   /** Path of the executable; found with `findPowerShell()` when omitted. */
   readonly executable?: string;
@@ -49,6 +57,7 @@ export class PowerShellRunner implements CommandRunner {
     return new Promise((resolve, reject) => {
       const child = spawn(executable, args, {
         cwd: request.cwd,
+        env: commandEnvironment(process.env),
         stdio: ["ignore", "pipe", "pipe"],
         // Its own process group on POSIX, so a timeout can kill the whole tree at once.
         detached: process.platform !== "win32",

@@ -4,7 +4,7 @@ import type { ToolResult } from "./tool-result.js";
 export interface ToolContext {
   /** Absolute real path of the folder the agent works in. */
   readonly workspace: string;
-  /** Who the agent acts for, e.g. `agent-tutorial/ch01`; shown in audits. */
+  /** Who the agent acts for, e.g. `agent-tutorial/ch01`. */
   readonly identity: string;
 }
 

@@ -1,5 +1,5 @@
 import { constants, realpathSync, statSync } from "node:fs";
-import { lstat, open, readlink, unlink, type FileHandle } from "node:fs/promises";
+import { open, readlink, unlink, type FileHandle } from "node:fs/promises";
 import { sep } from "node:path";
 import { isInside } from "../core/safe-path.js";
 import { FileNotFoundError, NotAFileError, WorkspacePathError } from "../core/workspace-fs.js";
@@ -27,16 +27,7 @@ export async function openConfined(
   path: string,
   mode: "read" | "write",
 ): Promise<ConfinedFile> {
-  let created = false;
-  if (mode === "write") {
-    const before = await lstat(target).catch(() => undefined);
-    if (before !== undefined && !before.isFile()) throw notAFile(path, before);
-    created = before === undefined;
-  }
-  const flags = mode === "read" ? constants.O_RDONLY : constants.O_WRONLY | constants.O_CREAT;
-  const handle = await open(target, flags | SAFE, 0o666).catch((error: unknown) => {
-    throw platformError(error, path);
-  });
+  const { handle, created } = await openOrCreate(target, path, mode);
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw notAFile(path, info);
@@ -49,6 +40,24 @@ export async function openConfined(
   } catch (error) {
     await handle.close();
     throw error;
+  }
+}
+
+/**
+ * For a write, O_EXCL first: then the open itself says whether it created the file, so a file that
+ * was already there (inside or, after a swap, outside) is never taken for ours and removed.
+ */
+async function openOrCreate(target: string, path: string, mode: "read" | "write"): Promise<ConfinedFile> {
+  const attempt = (flags: number) =>
+    open(target, flags | SAFE, 0o666).catch((error: unknown) => {
+      throw platformError(error, path);
+    });
+  if (mode === "read") return { handle: await attempt(constants.O_RDONLY), created: false };
+  try {
+    return { handle: await attempt(constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL), created: true };
+  } catch (error) {
+    if (!(error instanceof FileExistsError)) throw error;
+    return { handle: await attempt(constants.O_WRONLY), created: false };
   }
 }
 
@@ -69,6 +78,9 @@ async function openedPath(
   }
 }
 
+/** Internal: the O_EXCL attempt found a file; never reaches a tool result. */
+class FileExistsError extends Error {}
+
 function notAFile(path: string, info: { isDirectory(): boolean }): NotAFileError {
   return new NotAFileError(info.isDirectory() ? `${path} is a folder, not a file` : `${path} is not a regular file`);
 }
@@ -80,5 +92,6 @@ export function platformError(error: unknown, path: string): Error {
   if (code === "EISDIR") return new NotAFileError(`${path} is a folder, not a file`);
   if (code === "ENXIO") return new NotAFileError(`${path} is not a regular file`);
   if (code === "ELOOP") return new WorkspacePathError("escape", `${path} is a link; it will not be followed`);
+  if (code === "EEXIST") return new FileExistsError(`${path} exists`);
   return error instanceof Error ? error : new Error(String(error));
 }

@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync } from "node:fs";
+import { lstatSync, mkdirSync, realpathSync, rmdirSync } from "node:fs";
 import { join, relative } from "node:path";
 
 /**
@@ -18,6 +18,12 @@ export function makeRealFolders(root: string, folder: string): void {
       isFolder = info.isDirectory() && !info.isSymbolicLink();
     } catch {
       mkdirSync(current);
+      // Its parent was checked a moment ago; if it became a link since, the new folder is elsewhere: undo it.
+      const real = realpathSync.native(current);
+      if (real !== current) {
+        rmdirSync(real);
+        throw new Error(`${current} moved while it was created`);
+      }
       continue;
     }
     if (!isFolder) throw new Error(`${current} is not a plain folder`);

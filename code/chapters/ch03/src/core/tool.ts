@@ -5,7 +5,7 @@ import type { ToolResult } from "./tool-result.js";
 export interface ToolContext {
   /** Absolute real path of the folder the agent works in. */
   readonly workspace: string;
-  /** Who the agent acts for, e.g. `agent-tutorial/ch02`; shown in audits. */
+  /** Who the agent acts for, e.g. `agent-tutorial/ch02`. */
   readonly identity: string;
   /** Reserved for retries that must not repeat a side effect; unused until a later chapter. */
   readonly idempotencyKey?: string;
