@@ -506,6 +506,15 @@ describe.skipIf(!posix)("links swapped in while a turn runs", () => {
     expect(timeless(after)).toEqual(timeless(before));
   });
 
+  // O_CREAT|O_EXCL first: an outside file reached through the swap already exists, so it is never taken for
+  // one this call created, never truncated (no O_TRUNC) and never removed.
+  it("a folder swapped for an outside link before the open leaves an existing outside file exactly as it was", async () => {
+    const { places, before, result } = await racedRun(2, "write_file", { path: "dir/secret.txt", content: "pwned" });
+    expect(toolMessages(result.history)[0]?.[1]).toMatch(/^Error \[path_escape\]: /);
+    expect(readFileSync(join(places.outside, "secret.txt"), "utf8")).toBe(`${SECRET}\n`);
+    expect(outsideTree(places.root)).toEqual(before);
+  });
+
   // The opened file is located after the open (/proc/self/fd, or its device and inode) and refused when outside.
   it("a folder swapped for an outside link between a read's check and its open does not leak the outside file", async () => {
     const { result } = await racedRun(1, "read_file", { path: "dir/secret.txt" });
