@@ -63,6 +63,7 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
   let approval: TerminalApprovalProvider | undefined;
   let history: readonly ChatMessage[] = [];
   let options: CliOptions | undefined;
+  let code: number;
   try {
     options = parseCliArgs(argv);
     if (options.help) {
@@ -88,20 +89,23 @@ export async function runCli(argv: readonly string[], io: CliIO, entry: CliEntry
     history = result.history;
     terminal.clearStatus();
     io.stdout.write(`${visible(result.finalText)}\n`);
-    return 0;
+    code = 0;
   } catch (error) {
     terminal.clearStatus();
     if (error instanceof AgentRunError) history = error.history;
-    return reportFailure(error, terminal);
+    code = reportFailure(error, terminal);
   } finally {
     approval?.close();
-    if (options?.transcript !== undefined && history.length > 0) {
-      await writeTranscript(resolve(io.env.INIT_CWD ?? io.cwd, options.transcript), {
-        chapter: entry.profile.chapter,
-        messages: history,
-      });
-    }
   }
+  if (options?.transcript === undefined || history.length === 0) return code;
+  const path = resolve(io.env.INIT_CWD ?? io.cwd, options.transcript);
+  try {
+    await writeTranscript(path, { chapter: entry.profile.chapter, messages: history });
+  } catch (error) {
+    terminal.line(`运行失败: cannot write the transcript to ${path}: ${visible((error as Error).message)}`);
+    return code === 0 ? 1 : code;
+  }
+  return code;
 }
 
 function reportFailure(error: unknown, terminal: Terminal): number {

@@ -232,6 +232,21 @@ describe("runCli against a loopback model", () => {
     ]);
   });
 
+  it("a transcript that cannot be written is one clear line and exit 1, after the answer", async () => {
+    const server = await listThenAnswer();
+    const cwd = await tempFolder();
+    const path = join(cwd, "no-such-folder", "run.json");
+    const run = await cli(["--prompt", "List the files", "--workspace", cwd, "--transcript", path], {
+      env: envFor(server),
+      cwd,
+    });
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe(`${FINAL}\n`);
+    expect(lines(run.stderr).at(-1)).toMatch(
+      new RegExp(`^运行失败: cannot write the transcript to ${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: ENOENT`),
+    );
+  });
+
   it("a run that fails still writes its transcript, paired up to the failure, and exits 1", async () => {
     const server = await startLoopbackOpenAI((_body, index) =>
       index === 0 ? { json: completion({ toolCalls: [LIST] }) } : { json: apiError("bad request"), status: 400 },
