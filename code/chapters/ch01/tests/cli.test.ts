@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough, Writable } from "node:stream";
+import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { helpText } from "../src/cli/args.js";
@@ -14,6 +14,7 @@ import { runCli, type CliEntry, type CliIO } from "../src/cli.js";
 import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import { P01 } from "../src/core/profiles.js";
 import { apiError, completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
+import { Sink } from "./support/sink.js";
 
 const ENTRY: CliEntry = { name: "ch01", title: "第 1 章 (测试)", profile: P01 };
 /** The tools this chapter offers the model, in order. */
@@ -29,14 +30,6 @@ const ASK_LINES = [
 ].join("\n");
 
 /** A writable that keeps everything written to it as text, synchronously. */
-class Sink extends Writable {
-  text = "";
-  override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.text += Buffer.isBuffer(chunk) ? chunk.toString("utf8") : String(chunk);
-    callback();
-  }
-}
-
 const lines = (text: string): string[] => text.split("\n").filter((line) => line !== "");
 
 const folders: string[] = [];

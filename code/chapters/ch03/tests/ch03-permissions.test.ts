@@ -282,6 +282,28 @@ function writeRule(name: string, behavior: PermissionBehavior): PermissionRule {
 const writeNotes = (id = "c1", content = "hello"): ModelReply =>
   toolTurn(call(id, "write_file", { path: "notes.txt", content }));
 
+/** One turn asking to write and to edit the same path outside the workspace. */
+const outsideCalls = (path: string): ModelReply =>
+  toolTurn(
+    call("c1", "write_file", { path, content: "pwned" }),
+    call("c2", "edit_file", { path, old_string: "top", new_string: "pwned" }),
+  );
+
+/** The hard deny of both calls: nothing asked, nothing touched, both audited as the boundary's. */
+async function expectHardDeny(r: Rig, result: RunResult): Promise<void> {
+  expect(toolMessages(result.history)).toEqual([
+    ["c1", denied(OUTSIDE)],
+    ["c2", denied(OUTSIDE)],
+  ]);
+  expect(r.approval.pending).toEqual([]);
+  expect(r.files.calls).toEqual([]);
+  expect(r.audit.records).toEqual([
+    ["write_file", "deny", "workspace-boundary", OUTSIDE],
+    ["edit_file", "deny", "workspace-boundary", OUTSIDE],
+  ]);
+  expect(await outsideState()).toEqual(UNTOUCHED);
+}
+
 describe("rule 1: deny beats ask, allow and passthrough", () => {
   it("a write outside the workspace is denied although the write rule asks and the approver would allow", async () => {
     const r = rig(new CountingApproval(true));
@@ -401,24 +423,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
 describe("rule 2: on deny, no approval request and no handler run", () => {
   it("a boundary deny of write_file and edit_file asks no one and never reaches the file system", async () => {
     const r = rig(new CountingApproval(true));
-    const result = await runP03(r, [
-      toolTurn(
-        call("c1", "write_file", { path: "../outside/secret.txt", content: "pwned" }),
-        call("c2", "edit_file", { path: "../outside/secret.txt", old_string: "top", new_string: "pwned" }),
-      ),
-    ]);
-
-    expect(toolMessages(result.history)).toEqual([
-      ["c1", denied(OUTSIDE)],
-      ["c2", denied(OUTSIDE)],
-    ]);
-    expect(r.approval.pending).toEqual([]);
-    expect(r.files.calls).toEqual([]);
-    expect(r.audit.records).toEqual([
-      ["write_file", "deny", "workspace-boundary", OUTSIDE],
-      ["edit_file", "deny", "workspace-boundary", OUTSIDE],
-    ]);
-    expect(await outsideState()).toEqual(UNTOUCHED);
+    await expectHardDeny(r, await runP03(r, [outsideCalls("../outside/secret.txt")]));
   });
 
   it("a deny rule against the shell stops the command before the approver or the runner sees it", async () => {
@@ -850,26 +855,6 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
 });
 
 describe("rule 8: writes outside the workspace are a hard deny no rule, recommendation or human can lift", () => {
-  const outsideCalls = (path: string): ModelReply =>
-    toolTurn(
-      call("c1", "write_file", { path, content: "pwned" }),
-      call("c2", "edit_file", { path, old_string: "top", new_string: "pwned" }),
-    );
-
-  async function expectHardDeny(r: Rig, result: RunResult): Promise<void> {
-    expect(toolMessages(result.history)).toEqual([
-      ["c1", denied(OUTSIDE)],
-      ["c2", denied(OUTSIDE)],
-    ]);
-    expect(r.approval.pending).toEqual([]);
-    expect(r.files.calls).toEqual([]);
-    expect(r.audit.records).toEqual([
-      ["write_file", "deny", "workspace-boundary", OUTSIDE],
-      ["edit_file", "deny", "workspace-boundary", OUTSIDE],
-    ]);
-    expect(await outsideState()).toEqual(UNTOUCHED);
-  }
-
   it("a relative path that climbs out is denied under P03 although the approver would say yes", async () => {
     const r = rig(new CountingApproval(true));
     await expectHardDeny(r, await runP03(r, [outsideCalls("../outside/secret.txt")]));

@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough, Writable } from "node:stream";
+import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { helpText } from "../src/cli/args.js";
@@ -18,6 +18,7 @@ import { ToolRegistry, type ValidToolCall } from "../src/core/tool-registry.js";
 import { shellTool } from "../src/features/shell.js";
 import { RecordingCommandRunner } from "./support/fakes.js";
 import { apiError, completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
+import { Sink } from "./support/sink.js";
 
 const ENTRY: CliEntry = { name: "ch03", title: "第 3 章 (测试)", profile: P03 };
 /** The tools this chapter offers the model, in order. */
@@ -34,14 +35,6 @@ const ASK_LINES = [
 ].join("\n");
 
 /** A writable that keeps everything written to it as text, synchronously. */
-class Sink extends Writable {
-  text = "";
-  override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.text += Buffer.isBuffer(chunk) ? chunk.toString("utf8") : String(chunk);
-    callback();
-  }
-}
-
 const lines = (text: string): string[] => text.split("\n").filter((line) => line !== "");
 
 const folders: string[] = [];

@@ -1,7 +1,7 @@
 import { mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough, Writable } from "node:stream";
+import { PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { OpenAIChatClient } from "../src/adapters/openai-chat.js";
@@ -31,6 +31,7 @@ import {
   type LoopbackOpenAI,
   type LoopbackReply,
 } from "./support/loopback-openai.js";
+import { Sink } from "./support/sink.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
 const EVALUATION_FAILED = "Error [permission_evaluation_error]: Permission evaluation failed";
@@ -674,15 +675,6 @@ describe("model faults over the real SDK end in a tool error code or an AgentRun
     expect(approval.requests).toEqual([]);
   });
 });
-
-/** A writable that keeps everything written to it as text. */
-class Sink extends Writable {
-  text = "";
-  override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.text += Buffer.isBuffer(chunk) ? chunk.toString("utf8") : String(chunk);
-    callback();
-  }
-}
 
 describe("runCli exit codes under faults", () => {
   async function cli(argv: readonly string[], env: CliIO["env"]) {
