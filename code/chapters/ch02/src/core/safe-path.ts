@@ -3,10 +3,10 @@ import { WorkspacePathError } from "./workspace-fs.js";
 /** What `resolveInWorkspace` needs to know about the disk; the Node adapter answers with real calls. */
 export interface PathProbe {
   readonly separator: "/" | "\\";
-  /** `missing` when nothing is there, `link` for a symlink or junction (not followed). */
-  kind(path: string): "missing" | "link" | "other";
-  /** Real path with every link followed; throws when the target does not exist. */
+  /** Real path with every link followed; throws when nothing real is there (missing, or a broken link). */
   realpath(path: string): string;
+  /** Whether anything is at `path` itself, a link counting even when its target is missing. */
+  exists(path: string): boolean;
 }
 
 const MAX_PATH_CHARS = 4096;
@@ -61,12 +61,12 @@ export function resolveInWorkspace(workspace: string, relative: string, probe: P
       : `${base.endsWith(probe.separator) ? base : base + probe.separator}${parts.join(probe.separator)}`;
   for (let depth = segments.length; depth >= 0; depth -= 1) {
     const existing = join(workspace, segments.slice(0, depth));
-    const kind = probe.kind(existing);
-    if (kind === "missing") continue;
     let real: string;
     try {
       real = probe.realpath(existing);
     } catch {
+      // Only asked when realpath fails, so a path that exists costs one call: nothing there means look one level up.
+      if (!probe.exists(existing)) continue;
       // A link whose target is missing: writing through it would create the target, wherever it is.
       throw new WorkspacePathError("escape", `path goes through a broken link: ${JSON.stringify(relative)}`);
     }

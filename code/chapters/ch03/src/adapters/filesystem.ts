@@ -18,14 +18,15 @@ import { makeRealFolders } from "./real-folders.js";
 
 const nodeProbe: PathProbe = {
   separator: sep === "\\" ? "\\" : "/",
-  kind(path) {
+  realpath: (path) => realpathSync.native(path),
+  exists(path) {
     try {
-      return lstatSync(path).isSymbolicLink() ? "link" : "other";
+      lstatSync(path);
+      return true;
     } catch {
-      return "missing";
+      return false;
     }
   },
-  realpath: (path) => realpathSync.native(path),
 };
 
 /** SPEC §8 on this machine's disk: the absolute path inside `workspace` that `relative` names. */
