@@ -1,21 +1,25 @@
 import { realpathSync } from "node:fs";
 import { NodeWorkspaceFileSystem } from "./adapters/filesystem.js";
-import { OpenAIChatClient, type OpenAIChatOptions } from "./adapters/openai-chat.js";
+import { OpenAIChatModel } from "./adapters/openai-chat.js";
 import { PowerShellRunner } from "./adapters/powershell.js";
 import { ReplayModel } from "./adapters/replay-model.js";
+import type { Settings } from "./config.js";
 import type { AgentEventListener } from "./core/agent-events.js";
-import { AgentRunner } from "./core/agent-runner.js";
-import type { CommandRunner } from "./core/command-runner.js";
+import type { CommandRunner } from "./core/commands.js";
+import { AgentRunner } from "./core/loop.js";
 import type { ChatMessage } from "./core/messages.js";
-import type { ModelClient } from "./core/model-client.js";
+import type { ModelClient } from "./core/model.js";
 import { PermissionPolicy } from "./core/permission-policy.js";
 import { PermissionRule, type ApprovalProvider, type AuditSink } from "./core/permissions.js";
 import { profileForChapter, type ChapterProfile } from "./core/profiles.js";
-import { ToolRegistry } from "./core/tool-registry.js";
 import type { WorkspaceFileSystem } from "./core/workspace-fs.js";
-import { registerBuiltinTools } from "./features/builtin-tools.js";
+import { createChapterOneTools, createChapterTwoTools } from "./features/builtin-tools.js";
 
-export const DEFAULT_MAX_TURNS = 20;
+export { toOpenAIMessage } from "./adapters/openai-chat.js";
+
+/** The same every turn and never stored in the history: the loop puts it first in each request. */
+export const SYSTEM_PROMPT =
+  "You are a coding agent. Use tools when needed, inspect their results, and answer accurately.";
 
 export interface BuildDependencies {
   readonly model: ModelClient;
@@ -40,8 +44,8 @@ export const P03_RULES: readonly PermissionRule[] = Object.freeze([
 ]);
 
 /** A real model: any OpenAI-compatible Chat Completions endpoint, through the official SDK. */
-export function openAIModel(options: OpenAIChatOptions): ModelClient {
-  return new OpenAIChatClient(options);
+export function openAIModel(settings: Settings): ModelClient {
+  return new OpenAIChatModel(settings);
 }
 
 /** A model that answers with the assistant turns of a recorded history, for --replay and --demo. */
@@ -55,19 +59,19 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
     throw new TypeError("buildAgent accepts only a profile returned by profileForChapter()");
   }
   const workspace = realpathSync(deps.workspace);
-  const tools = new ToolRegistry();
-  registerBuiltinTools(tools, profile.capabilities, {
-    commandRunner: deps.commandRunner ?? new PowerShellRunner(),
-    fileSystem: deps.fileSystem ?? new NodeWorkspaceFileSystem(workspace),
-  });
+  const commandRunner = deps.commandRunner ?? new PowerShellRunner();
+  const tools =
+    profile.chapter === 1
+      ? createChapterOneTools(commandRunner)
+      : createChapterTwoTools(commandRunner, deps.fileSystem ?? new NodeWorkspaceFileSystem(workspace));
   return new AgentRunner({
     model: deps.model,
     tools,
-    context: { workspace, identity: `agent-tutorial/ch${String(profile.chapter).padStart(2, "0")}` },
-    systemPrompt: systemPrompt(workspace, profile),
-    maxTurns: deps.maxTurns ?? DEFAULT_MAX_TURNS,
+    systemPrompt: SYSTEM_PROMPT,
+    workspace,
+    ...(deps.maxTurns === undefined ? {} : { maxTurns: deps.maxTurns }),
     ...optionalPolicy(buildPolicy(profile, deps, workspace)),
-    ...(deps.onEvent ? { onEvent: deps.onEvent } : {}),
+    ...(deps.onEvent === undefined ? {} : { onEvent: deps.onEvent }),
   });
 }
 
@@ -94,17 +98,4 @@ function buildPolicy(
 
 function optionalPolicy(policy: PermissionPolicy | undefined): { policy?: PermissionPolicy } {
   return policy === undefined ? {} : { policy };
-}
-
-function systemPrompt(workspace: string, profile: ChapterProfile): string {
-  return [
-    "You are a coding agent. You work inside one folder, the workspace:",
-    workspace,
-    "Use the tools to look before you answer. The shell tool runs PowerShell, not bash.",
-    ...(profile.capabilities.has("files")
-      ? ["Prefer read_file, write_file, edit_file and glob for files; paths are relative to the workspace."]
-      : []),
-    "Every tool call may be refused by the user; if one is, do not retry it, explain instead.",
-    "When you are done, reply with a short final answer and no tool call.",
-  ].join("\n");
 }

@@ -1,9 +1,5 @@
 #!/usr/bin/env node
-import { processIO, runCli } from "../cli.js";
-import { P01 } from "../core/profiles.js";
+import { runCli } from "../cli.js";
 
-process.exitCode = await runCli(process.argv.slice(2), processIO(), {
-  name: "ch01",
-  title: "agent-tutorial 第 1 章: 智能体循环 + 一个工具 (PowerShell), 每次调用都需确认",
-  profile: P01,
-});
+// The fixed entry of chapter 1: the unified CLI with `run --chapter 1` put in front.
+process.exitCode = await runCli(["run", "--chapter", "1", ...process.argv.slice(2)], undefined, "ch01");

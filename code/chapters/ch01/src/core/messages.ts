@@ -1,6 +1,6 @@
 /**
- * The conversation, shaped exactly like OpenAI Chat Completions messages so that a transcript
- * can be sent to any OpenAI-compatible provider as it is.
+ * The conversation as the loop keeps it: four kinds of message told apart by `role`. These are our
+ * own frozen values, not SDK objects; `adapters/openai-chat.ts` converts them for the wire.
  */
 export interface SystemMessage {
   readonly role: "system";
@@ -12,67 +12,88 @@ export interface UserMessage {
   readonly content: string;
 }
 
+/** One tool call the model asked for; `arguments` is the JSON text exactly as the model sent it. */
 export interface ToolCall {
   readonly id: string;
-  readonly type: "function";
-  readonly function: { readonly name: string; readonly arguments: string };
+  readonly name: string;
+  readonly arguments: string;
 }
 
 export interface AssistantMessage {
   readonly role: "assistant";
+  /** `null` when the model only asked for tools. */
   readonly content: string | null;
-  readonly tool_calls?: readonly ToolCall[];
+  readonly toolCalls: readonly ToolCall[];
 }
 
 export interface ToolMessage {
   readonly role: "tool";
-  readonly tool_call_id: string;
   readonly content: string;
+  /** The `id` of the call this message answers. */
+  readonly toolCallId: string;
 }
 
 export type ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage;
 
-export class ToolPairingError extends Error {
-  override readonly name = "ToolPairingError";
+/** A history or a message that breaks the tool-call pairing contract: a programming error, not model data. */
+export class MessageContractError extends Error {
+  override readonly name = "MessageContractError";
+}
+
+export function systemMessage(content: string): SystemMessage {
+  return Object.freeze({ role: "system", content });
+}
+
+export function userMessage(content: string): UserMessage {
+  return Object.freeze({ role: "user", content });
+}
+
+export function toolCall(id: string, name: string, argumentsText: string): ToolCall {
+  return Object.freeze({ id, name, arguments: argumentsText });
+}
+
+/** Refuses two calls with one id: their results could never be told apart. */
+export function assistantMessage(content: string | null, toolCalls: readonly ToolCall[] = []): AssistantMessage {
+  const ids = new Set<string>();
+  for (const call of toolCalls) {
+    if (ids.has(call.id)) throw new MessageContractError(`duplicate tool call id: ${call.id}`);
+    ids.add(call.id);
+  }
+  return Object.freeze({
+    role: "assistant",
+    content,
+    toolCalls: Object.freeze(toolCalls.map((call) => toolCall(call.id, call.name, call.arguments))),
+  });
+}
+
+export function toolMessage(content: string, toolCallId: string): ToolMessage {
+  return Object.freeze({ role: "tool", content, toolCallId });
 }
 
 /**
  * Throws unless every assistant message with N tool calls is followed immediately by exactly N
- * tool messages answering those calls (any order, no duplicates), and no tool message stands
- * anywhere else. Providers reject unpaired histories; we would rather find out before sending.
+ * tool messages answering those calls (any order, once each), and no tool message stands anywhere
+ * else. Providers reject such histories vaguely; this names the id before anything is sent.
  */
 export function validateToolPairing(history: readonly ChatMessage[]): void {
   let index = 0;
   while (index < history.length) {
     const message = history[index] as ChatMessage;
-    if (message.role === "tool") {
-      throw new ToolPairingError(
-        `Tool message at index ${index} (${message.tool_call_id}) answers no preceding assistant tool call`,
-      );
-    }
     index += 1;
-    if (message.role !== "assistant" || !message.tool_calls?.length) continue;
-    const pending = new Set<string>();
-    for (const call of message.tool_calls) {
-      if (pending.has(call.id)) {
-        throw new ToolPairingError(`Assistant message at index ${index - 1} repeats tool call id ${call.id}`);
-      }
-      pending.add(call.id);
+    if (message.role === "tool") throw new MessageContractError(`orphan tool result id: ${message.toolCallId}`);
+    if (message.role !== "assistant" || message.toolCalls.length === 0) continue;
+    const pending = new Set(message.toolCalls.map((call) => call.id));
+    if (pending.size !== message.toolCalls.length) {
+      throw new MessageContractError("duplicate tool call id in one assistant message");
     }
-    const expected = pending.size;
-    for (let answered = 0; answered < expected; answered += 1) {
-      const reply = history[index];
-      if (reply?.role !== "tool") {
-        throw new ToolPairingError(
-          `Tool call ${[...pending].join(", ")} has no tool message; found ${reply ? reply.role : "end of history"} at index ${index}`,
-        );
-      }
-      if (!pending.delete(reply.tool_call_id)) {
-        throw new ToolPairingError(
-          `Tool message at index ${index} answers ${reply.tool_call_id}, which is not an open call of the preceding assistant message`,
-        );
+    for (let reply = history[index]; reply?.role === "tool"; reply = history[index]) {
+      if (!pending.delete(reply.toolCallId)) {
+        throw new MessageContractError(`unexpected tool result id: ${reply.toolCallId}`);
       }
       index += 1;
+    }
+    if (pending.size > 0) {
+      throw new MessageContractError(`missing tool results for ids: ${JSON.stringify([...pending])}`);
     }
   }
 }

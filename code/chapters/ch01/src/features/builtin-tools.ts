@@ -1,15 +1,41 @@
-import type { CommandRunner } from "../core/command-runner.js";
-import type { CapabilitySet } from "../core/profiles.js";
-import type { Tool } from "../core/tool.js";
-import { shellTool } from "./shell.js";
+import { z } from "zod";
+import type { CommandResult, CommandRunner } from "../core/commands.js";
+import { ToolRegistry, toolError, toolSuccess } from "../core/tools.js";
+import type { ToolDefinition, ToolResult } from "../core/tools.js";
 
-export interface BuiltinToolDependencies {
-  readonly commandRunner: CommandRunner;
+export const shellInputSchema = z.strictObject({ command: z.string().min(1) });
+
+/** The `shell` tool: one PowerShell command per call, run by the injected `CommandRunner`. */
+export function createShellTool(commandRunner: CommandRunner): ToolDefinition<{ command: string }> {
+  return {
+    name: "shell",
+    description: "Run a PowerShell command in the current workspace.",
+    inputSchema: shellInputSchema,
+    effect: "execute",
+    handler: async ({ command }, context) => {
+      let result: CommandResult;
+      try {
+        result = await commandRunner.run(command, context.workspace);
+      } catch {
+        // The runner rejects only when no process could start; the model learns that, not the stack.
+        return toolError("shell_start_failed", "PowerShell process could not be started");
+      }
+      return shellResult(result);
+    },
+  };
 }
 
-/** The tools a chapter's capabilities switch on. Chapter 1 has one: `shell`. */
-export function builtinTools(capabilities: CapabilitySet, deps: BuiltinToolDependencies): Tool[] {
-  const tools: Tool[] = [];
-  if (capabilities.has("powershell")) tools.push(shellTool(deps.commandRunner));
-  return tools;
+/** Every outcome of a command is a value the model can read and act on; none of them throws. */
+function shellResult({ output, exitCode, timedOut, truncated }: CommandResult): ToolResult {
+  const text = (output === "" ? "(no output)" : output) + (truncated ? "\n[output truncated]" : "");
+  if (timedOut) return toolError("shell_timeout", text);
+  if (exitCode === 0) return toolSuccess(text);
+  return toolError("shell_failed", `PowerShell exited with code ${String(exitCode)}\n${text}`);
+}
+
+/** Chapter 1's action space: one tool, `shell`. */
+export function createChapterOneTools(commandRunner: CommandRunner): ToolRegistry {
+  const registry = new ToolRegistry();
+  registry.register(createShellTool(commandRunner));
+  return registry;
 }

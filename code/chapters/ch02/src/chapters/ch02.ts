@@ -1,9 +1,5 @@
 #!/usr/bin/env node
-import { processIO, runCli } from "../cli.js";
-import { P02 } from "../core/profiles.js";
+import { runCli } from "../cli.js";
 
-process.exitCode = await runCli(process.argv.slice(2), processIO(), {
-  name: "ch02",
-  title: "agent-tutorial 第 2 章: 工具注册表、五个工具与工作区路径安全",
-  profile: P02,
-});
+// The fixed entry of chapter 2: the unified CLI with `run --chapter 2` put in front.
+process.exitCode = await runCli(["run", "--chapter", "2", ...process.argv.slice(2)], undefined, "ch02");

@@ -12,7 +12,7 @@ export function progressListener(terminal: Terminal): (event: AgentEvent) => voi
         terminal.status(`等待模型回复 (第 ${event.turn} 轮)…`);
         return;
       case "tool_call":
-        terminal.line(`→ ${visible(event.call.function.name)} ${visible(shorten(event.call.function.arguments))}`);
+        terminal.line(`→ ${visible(event.call.name)} ${visible(shorten(event.call.arguments))}`);
         return;
       case "tool_result": {
         const { result } = event;

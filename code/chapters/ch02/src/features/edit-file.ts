@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { defineTool } from "../core/tool.js";
-import { toolError, toolSuccess } from "../core/tool-result.js";
+import { toolError, toolSuccess, type ToolDefinition } from "../core/tools.js";
 import type { WorkspaceFileSystem } from "../core/workspace-fs.js";
 import { withFileErrors } from "./file-errors.js";
 
@@ -14,8 +13,8 @@ const input = z.strictObject({
 });
 
 /** `edit_file`: exact-text replacement; the text must occur once unless `replace_all` is set. */
-export function editFileTool(fs: WorkspaceFileSystem) {
-  return defineTool({
+export function editFileTool(fs: WorkspaceFileSystem): ToolDefinition<z.infer<typeof input>> {
+  return {
     name: "edit_file",
     description:
       "Replace exact text in a workspace file. old_string must match exactly once, unless replace_all is true.",
@@ -41,7 +40,7 @@ export function editFileTool(fs: WorkspaceFileSystem) {
           `Replaced ${replace_all ? count : 1} occurrence${count > 1 && replace_all ? "s" : ""} in ${path}`,
         );
       }),
-  });
+  };
 }
 
 function spliceOnce(text: string, search: string, replacement: string): string {

@@ -1,24 +1,48 @@
 import OpenAI from "openai";
-import { ModelCallError } from "../core/agent-errors.js";
+import { ModelCallError } from "../core/loop.js";
 import { validateToolPairing } from "../core/messages.js";
-import type { ModelClient, ModelReply, ModelRequest } from "../core/model-client.js";
+import type { ChatMessage } from "../core/messages.js";
+import type { ModelClient, ModelReply, ModelRequest } from "../core/model.js";
 import { parseChatCompletion } from "./openai-reply.js";
 
 export interface OpenAIChatOptions {
+  /** Any OpenAI-compatible endpoint: OpenAI, DeepSeek, Qwen (DashScope), Ollama, vLLM, LM Studio, … */
+  readonly baseURL: string;
   readonly apiKey: string;
   readonly model: string;
-  /** Any OpenAI-compatible endpoint: DeepSeek, Qwen (DashScope), Ollama, vLLM, LM Studio, … */
-  readonly baseURL?: string;
   readonly timeoutMs?: number;
   readonly maxRetries?: number;
 }
 
-/** `ModelClient` over the official `openai` SDK's Chat Completions. */
-export class OpenAIChatClient implements ModelClient {
-  private readonly client: OpenAI;
+/** Our message as Chat Completions wants it on the wire; made anew for every request. */
+export function toOpenAIMessage(message: ChatMessage): OpenAI.Chat.ChatCompletionMessageParam {
+  switch (message.role) {
+    case "system":
+    case "user":
+      return { role: message.role, content: message.content };
+    case "tool":
+      return { role: "tool", tool_call_id: message.toolCallId, content: message.content };
+    case "assistant":
+      return message.toolCalls.length === 0
+        ? { role: "assistant", content: message.content }
+        : {
+            role: "assistant",
+            content: message.content,
+            tool_calls: message.toolCalls.map((call) => ({
+              id: call.id,
+              type: "function",
+              function: { name: call.name, arguments: call.arguments },
+            })),
+          };
+  }
+}
+
+/** `ModelClient` over the official `openai` SDK's Chat Completions; no SDK object leaves this file. */
+export class OpenAIChatModel implements ModelClient {
+  readonly #client: OpenAI;
 
   constructor(private readonly options: OpenAIChatOptions) {
-    this.client = new OpenAI({
+    this.#client = new OpenAI({
       apiKey: options.apiKey,
       baseURL: options.baseURL,
       timeout: options.timeoutMs ?? 120_000,
@@ -31,9 +55,9 @@ export class OpenAIChatClient implements ModelClient {
     validateToolPairing(request.messages);
     let body: unknown;
     try {
-      body = await this.client.chat.completions.create({
+      body = await this.#client.chat.completions.create({
         model: this.options.model,
-        messages: request.messages as OpenAI.Chat.ChatCompletionMessageParam[],
+        messages: request.messages.map(toOpenAIMessage),
         ...(request.tools.length > 0 ? { tools: request.tools as OpenAI.Chat.ChatCompletionTool[] } : {}),
       });
     } catch (error) {

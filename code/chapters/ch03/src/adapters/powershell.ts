@@ -2,19 +2,12 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
-import {
-  CommandStartError,
-  type CommandRequest,
-  type CommandResult,
-  type CommandRunner,
-} from "../core/command-runner.js";
+import type { CommandResult, CommandRunner } from "../core/commands.js";
 import { OutputBuffer } from "./output-buffer.js";
-import { OutputFile } from "./output-file.js";
 
 export const DEFAULT_TIMEOUT_MS = 120_000;
-export const OUTPUT_CAP_BYTES = 50 * 1024;
-/** Output saved to `fullOutputPath` stops here: a command printing forever must not fill the disk. */
-export const SAVED_OUTPUT_CAP_BYTES = 1024 * 1024 * 1024;
+/** Characters of combined output the model sees; the rest is dropped as it arrives. */
+export const OUTPUT_CAP_CHARS = 50_000;
 /** How long to wait for the pipes to close once PowerShell itself has exited. */
 const DRAIN_GRACE_MS = 1_000;
 
@@ -35,28 +28,25 @@ export interface PowerShellRunnerOptions {
   /** Path of the executable; found with `findPowerShell()` when omitted. */
   readonly executable?: string;
   readonly timeoutMs?: number;
-  readonly maxOutputBytes?: number;
-  readonly maxSavedOutputBytes?: number;
+  readonly maxOutputChars?: number;
 }
 
 /** Runs each command in a fresh `pwsh -NoLogo -NoProfile -NonInteractive` process. */
 export class PowerShellRunner implements CommandRunner {
   constructor(private readonly options: PowerShellRunnerOptions = {}) {}
 
-  run(request: CommandRequest): Promise<CommandResult> {
+  run(command: string, cwd: string): Promise<CommandResult> {
     const executable = this.options.executable ?? findPowerShell();
-    if (executable === undefined) {
-      return Promise.reject(new CommandStartError("PowerShell (pwsh) was not found on PATH"));
-    }
+    if (executable === undefined) return Promise.reject(new Error("PowerShell (pwsh) was not found on PATH"));
     // -EncodedCommand carries the script as base64 UTF-16LE: no quoting, no splicing into another shell.
-    const encoded = Buffer.from(PRELUDE + request.command, "utf16le").toString("base64");
+    const encoded = Buffer.from(PRELUDE + command, "utf16le").toString("base64");
     const args = ["-NoLogo", "-NoProfile", "-NonInteractive", "-EncodedCommand", encoded];
-    const timeoutMs = request.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    const output = new OutputBuffer(this.options.maxOutputBytes ?? OUTPUT_CAP_BYTES);
+    const timeoutMs = this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const output = new OutputBuffer(this.options.maxOutputChars ?? OUTPUT_CAP_CHARS);
 
     return new Promise((resolve, reject) => {
       const child = spawn(executable, args, {
-        cwd: request.cwd,
+        cwd,
         env: commandEnvironment(process.env),
         stdio: ["ignore", "pipe", "pipe"],
         // Its own process group on POSIX, so a timeout can kill the whole tree at once.
@@ -66,7 +56,6 @@ export class PowerShellRunner implements CommandRunner {
       liveChildren.add(child);
       let timedOut = false;
       let settled = false;
-      let file: OutputFile | undefined;
       const finish = (exitCode: number | null): void => {
         if (settled) return;
         settled = true;
@@ -74,34 +63,14 @@ export class PowerShellRunner implements CommandRunner {
         liveChildren.delete(child);
         child.stdout.destroy();
         child.stderr.destroy();
-        const result = {
+        resolve({
           output: output.text(),
           exitCode: timedOut ? null : exitCode,
           timedOut,
           truncated: output.truncated,
-        };
-        void (file?.close() ?? Promise.resolve(undefined)).then((saved) =>
-          resolve(saved === undefined ? result : { ...result, savedOutput: saved }),
-        );
+        });
       };
-      const onData = (chunk: Buffer): void => {
-        // The first chunk that no longer fits starts the file with everything kept so far.
-        if (file === undefined && request.fullOutputPath !== undefined && output.wouldOverflow(chunk.length)) {
-          const cap = this.options.maxSavedOutputBytes ?? SAVED_OUTPUT_CAP_BYTES;
-          file = new OutputFile(request.fullOutputPath, cap, request.cwd);
-          file.write(output.contents());
-        }
-        output.push(chunk);
-        if (file !== undefined && !file.write(chunk)) {
-          // The disk is behind: stop reading, so the pipe fills and PowerShell waits, instead of memory growing.
-          child.stdout.pause();
-          child.stderr.pause();
-          file.drained(() => {
-            child.stdout.resume();
-            child.stderr.resume();
-          });
-        }
-      };
+      const onData = (chunk: Buffer): void => output.push(chunk);
       const timer = setTimeout(() => {
         timedOut = true;
         killTree(child);
@@ -113,7 +82,7 @@ export class PowerShellRunner implements CommandRunner {
         settled = true;
         clearTimeout(timer);
         liveChildren.delete(child);
-        reject(new CommandStartError(`PowerShell could not be started: ${error.message}`));
+        reject(new Error(`PowerShell could not be started: ${error.message}`, { cause: error }));
       });
       child.once("close", (code) => finish(code));
       // A background grandchild may hold the pipes open after PowerShell exits; do not wait forever.

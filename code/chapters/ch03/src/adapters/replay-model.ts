@@ -1,6 +1,6 @@
-import { ModelCallError } from "../core/agent-errors.js";
+import { ModelCallError } from "../core/loop.js";
 import type { AssistantMessage, ChatMessage } from "../core/messages.js";
-import type { ModelClient, ModelReply } from "../core/model-client.js";
+import type { ModelClient, ModelReply } from "../core/model.js";
 
 /**
  * A model that answers with the assistant turns of a recorded run, in order, whatever happened
@@ -22,7 +22,7 @@ export class ReplayModel implements ModelClient {
       );
     }
     this.next += 1;
-    const finishReason = message.tool_calls?.length ? "tool_calls" : "stop";
+    const finishReason = message.toolCalls.length > 0 ? "tool_calls" : "stop";
     return Promise.resolve({ message, finishReason });
   }
 }

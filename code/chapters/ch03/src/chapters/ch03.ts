@@ -1,9 +1,5 @@
 #!/usr/bin/env node
-import { processIO, runCli } from "../cli.js";
-import { P03 } from "../core/profiles.js";
+import { runCli } from "../cli.js";
 
-process.exitCode = await runCli(process.argv.slice(2), processIO(), {
-  name: "ch03",
-  title: "agent-tutorial 第 3 章: 副作用之前的权限策略 (边界、规则、审批、审计)",
-  profile: P03,
-});
+// The fixed entry of chapter 3: the unified CLI with `run --chapter 2` put in front.
+process.exitCode = await runCli(["run", "--chapter", "3", ...process.argv.slice(2)], undefined, "ch03");

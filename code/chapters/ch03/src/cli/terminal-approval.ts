@@ -25,8 +25,8 @@ export class TerminalApprovalProvider implements ApprovalProvider {
 
   async requestApproval(request: PermissionRequest, pending: PermissionDecision): Promise<PermissionDecision> {
     if (!this.inputIsTTY) {
-      this.terminal.line(`(没有交互式终端, 无法询问, 已拒绝: ${visible(request.toolName)})`);
-      return new PermissionDecision("deny", "No interactive terminal to ask for approval", "terminal-approval");
+      this.terminal.line("无交互输入，默认拒绝。");
+      return new PermissionDecision("deny", "No interactive approval input was available", "terminal-approval");
     }
     this.terminal.line(`工具调用需要批准: ${visible(request.toolName)}`);
     this.terminal.line(`原因: ${visible(pending.reason)}`);

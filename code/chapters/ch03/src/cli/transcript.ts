@@ -1,15 +1,18 @@
 import { readFile, writeFile } from "node:fs/promises";
+import { toOpenAIMessage } from "../bootstrap.js";
+import { ConfigurationError } from "../config.js";
+import { assistantMessage, systemMessage, toolCall, toolMessage, userMessage } from "../core/messages.js";
 import type { ChatMessage, ToolCall } from "../core/messages.js";
-import { ConfigurationError } from "./args.js";
 
-/** What `--transcript` writes and `--replay` reads: the whole history, as the model saw it. */
+/** What `--transcript` writes and `--replay` reads: the whole history, in Chat Completions form. */
 export interface Transcript {
   readonly chapter: number;
   readonly messages: readonly ChatMessage[];
 }
 
 export async function writeTranscript(path: string, transcript: Transcript): Promise<void> {
-  await writeFile(path, `${JSON.stringify(transcript, null, 2)}\n`, "utf8");
+  const wire = { chapter: transcript.chapter, messages: transcript.messages.map(toOpenAIMessage) };
+  await writeFile(path, `${JSON.stringify(wire, null, 2)}\n`, "utf8");
 }
 
 export async function readTranscript(path: string | URL): Promise<Transcript> {
@@ -37,16 +40,21 @@ function toMessage(value: unknown, where: string): ChatMessage {
   };
   switch (m.role) {
     case "system":
+      return systemMessage(text("content"));
     case "user":
-      return { role: m.role, content: text("content") };
+      return userMessage(text("content"));
     case "tool":
-      return { role: "tool", tool_call_id: text("tool_call_id"), content: text("content") };
+      return toolMessage(text("content"), text("tool_call_id"));
     case "assistant": {
       const content = m.content === null || m.content === undefined ? null : text("content");
       const calls = Array.isArray(m.tool_calls)
         ? m.tool_calls.map((call: unknown, i) => toCall(call, `${where}.tool_calls[${i}]`))
         : [];
-      return calls.length > 0 ? { role: "assistant", content, tool_calls: calls } : { role: "assistant", content };
+      try {
+        return assistantMessage(content, calls);
+      } catch (error) {
+        throw new ConfigurationError(`${where}: ${(error as Error).message}`);
+      }
     }
     default:
       throw new ConfigurationError(`${where}.role must be system, user, assistant or tool`);
@@ -61,5 +69,5 @@ function toCall(value: unknown, where: string): ToolCall {
   if (typeof id !== "string" || typeof name !== "string" || typeof args !== "string") {
     throw new ConfigurationError(`${where} needs string id, function.name and function.arguments`);
   }
-  return { id, type: "function", function: { name, arguments: args } };
+  return toolCall(id, name, args);
 }

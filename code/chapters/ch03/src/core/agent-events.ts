@@ -1,5 +1,5 @@
 import type { ToolCall } from "./messages.js";
-import type { ToolResult } from "./tool-result.js";
+import type { ToolResult } from "./tools.js";
 
 /** What the loop reports as it goes, so a CLI can show progress without reaching into the loop. */
 export type AgentEvent =

@@ -1,6 +1,5 @@
-import type { ToolContext } from "./tool.js";
-import type { ValidToolCall } from "./tool-registry.js";
-import { toolError, type ToolResult } from "./tool-result.js";
+import { toolError } from "./tools.js";
+import type { ToolContext, ToolResult, ValidToolCall } from "./tools.js";
 
 /** The four behaviours, frozen: both the runtime set and (below) the type. */
 export const PERMISSION_BEHAVIORS = Object.freeze(["allow", "deny", "ask", "passthrough"] as const);

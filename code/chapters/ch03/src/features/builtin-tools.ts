@@ -1,29 +1,56 @@
-import type { CommandRunner } from "../core/command-runner.js";
-import type { CapabilitySet } from "../core/profiles.js";
-import type { ToolRegistry } from "../core/tool-registry.js";
+import { z } from "zod";
+import type { CommandResult, CommandRunner } from "../core/commands.js";
+import { ToolRegistry, toolError, toolSuccess } from "../core/tools.js";
+import type { ToolDefinition, ToolResult } from "../core/tools.js";
 import type { WorkspaceFileSystem } from "../core/workspace-fs.js";
 import { editFileTool } from "./edit-file.js";
 import { globTool } from "./glob.js";
 import { readFileTool } from "./read-file.js";
-import { shellTool } from "./shell.js";
 import { writeFileTool } from "./write-file.js";
 
-export interface BuiltinToolDependencies {
-  readonly commandRunner: CommandRunner;
-  readonly fileSystem: WorkspaceFileSystem;
+export const shellInputSchema = z.strictObject({ command: z.string().min(1) });
+
+/** The `shell` tool: one PowerShell command per call, run by the injected `CommandRunner`. */
+export function createShellTool(commandRunner: CommandRunner): ToolDefinition<{ command: string }> {
+  return {
+    name: "shell",
+    description: "Run a PowerShell command in the current workspace.",
+    inputSchema: shellInputSchema,
+    effect: "execute",
+    handler: async ({ command }, context) => {
+      let result: CommandResult;
+      try {
+        result = await commandRunner.run(command, context.workspace);
+      } catch {
+        // The runner rejects only when no process could start; the model learns that, not the stack.
+        return toolError("shell_start_failed", "PowerShell process could not be started");
+      }
+      return shellResult(result);
+    },
+  };
 }
 
-/** Registers the tools a chapter's capabilities switch on: `shell` from chapter 1, the file tools from chapter 2. */
-export function registerBuiltinTools(
-  registry: ToolRegistry,
-  capabilities: CapabilitySet,
-  deps: BuiltinToolDependencies,
-): void {
-  if (capabilities.has("powershell")) registry.register(shellTool(deps.commandRunner));
-  if (capabilities.has("files")) {
-    registry.register(readFileTool(deps.fileSystem));
-    registry.register(writeFileTool(deps.fileSystem));
-    registry.register(editFileTool(deps.fileSystem));
-    registry.register(globTool(deps.fileSystem));
-  }
+/** Every outcome of a command is a value the model can read and act on; none of them throws. */
+function shellResult({ output, exitCode, timedOut, truncated }: CommandResult): ToolResult {
+  const text = (output === "" ? "(no output)" : output) + (truncated ? "\n[output truncated]" : "");
+  if (timedOut) return toolError("shell_timeout", text);
+  if (exitCode === 0) return toolSuccess(text);
+  return toolError("shell_failed", `PowerShell exited with code ${String(exitCode)}\n${text}`);
+}
+
+/** Chapter 1's action space: one tool, `shell`. */
+export function createChapterOneTools(commandRunner: CommandRunner): ToolRegistry {
+  const registry = new ToolRegistry();
+  registry.register(createShellTool(commandRunner));
+  return registry;
+}
+
+/** Chapter 2's: chapter 1's registry, and the four file tools over the injected file system. */
+export function createChapterTwoTools(commandRunner: CommandRunner, fileSystem: WorkspaceFileSystem): ToolRegistry {
+  const registry = createChapterOneTools(commandRunner);
+  registry.register(readFileTool(fileSystem));
+  registry.register(writeFileTool(fileSystem));
+  registry.register(editFileTool(fileSystem));
+  registry.register(globTool(fileSystem));
+  return registry;
 }

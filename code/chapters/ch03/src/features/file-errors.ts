@@ -1,4 +1,4 @@
-import { toolError, type ToolResult } from "../core/tool-result.js";
+import { toolError, type ToolResult } from "../core/tools.js";
 import { FileNotFoundError, FileTooLargeError, NotAFileError, WorkspacePathError } from "../core/workspace-fs.js";
 
 /**

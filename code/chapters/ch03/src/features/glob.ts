@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { defineTool } from "../core/tool.js";
-import { toolSuccess } from "../core/tool-result.js";
+import { toolSuccess, type ToolDefinition } from "../core/tools.js";
 import { MAX_GLOB_PATTERN_CHARS, type WorkspaceFileSystem } from "../core/workspace-fs.js";
 import { withFileErrors } from "./file-errors.js";
 
@@ -15,8 +14,8 @@ const input = z.strictObject({
 });
 
 /** `glob`: workspace-relative files matching a pattern; never through a symlinked folder, never outside. */
-export function globTool(fs: WorkspaceFileSystem) {
-  return defineTool({
+export function globTool(fs: WorkspaceFileSystem): ToolDefinition<z.infer<typeof input>> {
+  return {
     name: "glob",
     description: "Find files in the workspace by glob pattern. Returns workspace-relative paths, sorted.",
     inputSchema: input,
@@ -28,5 +27,5 @@ export function globTool(fs: WorkspaceFileSystem) {
         const note = capped ? `\n[first ${MAX_GLOB_RESULTS} matches shown; more exist: narrow the pattern]` : "";
         return toolSuccess(paths.join("\n") + note);
       }),
-  });
+  };
 }

@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { defineTool } from "../core/tool.js";
-import { toolSuccess } from "../core/tool-result.js";
+import { toolSuccess, type ToolDefinition } from "../core/tools.js";
 import type { WorkspaceFileSystem } from "../core/workspace-fs.js";
 import { withFileErrors } from "./file-errors.js";
 
@@ -19,8 +18,8 @@ const input = z.strictObject({
 });
 
 /** `read_file`: one page of a text file; a large file is read a page at a time, never whole. */
-export function readFileTool(fs: WorkspaceFileSystem) {
-  return defineTool({
+export function readFileTool(fs: WorkspaceFileSystem): ToolDefinition<z.infer<typeof input>> {
+  return {
     name: "read_file",
     description: "Read a text file in the workspace, a page of lines at a time.",
     inputSchema: input,
@@ -36,5 +35,5 @@ export function readFileTool(fs: WorkspaceFileSystem) {
           : "";
         return toolSuccess(page.text + footer);
       }),
-  });
+  };
 }

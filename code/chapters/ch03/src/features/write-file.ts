@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { defineTool } from "../core/tool.js";
-import { toolSuccess } from "../core/tool-result.js";
+import { toolSuccess, type ToolDefinition } from "../core/tools.js";
 import type { WorkspaceFileSystem } from "../core/workspace-fs.js";
 import { withFileErrors } from "./file-errors.js";
 
@@ -10,8 +9,8 @@ const input = z.strictObject({
 });
 
 /** `write_file`: creates or overwrites a file; missing parent folders are created inside the workspace. */
-export function writeFileTool(fs: WorkspaceFileSystem) {
-  return defineTool({
+export function writeFileTool(fs: WorkspaceFileSystem): ToolDefinition<z.infer<typeof input>> {
+  return {
     name: "write_file",
     description: "Create or overwrite a text file in the workspace with the given content.",
     inputSchema: input,
@@ -23,5 +22,5 @@ export function writeFileTool(fs: WorkspaceFileSystem) {
           `${created ? "Created" : "Overwrote"} ${path} (${Buffer.byteLength(content, "utf8")} bytes)`,
         );
       }),
-  });
+  };
 }

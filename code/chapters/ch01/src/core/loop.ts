@@ -1,0 +1,152 @@
+import type { AgentEventListener } from "./agent-events.js";
+import { systemMessage, toolMessage, userMessage, validateToolPairing } from "./messages.js";
+import type { ChatMessage, ToolCall } from "./messages.js";
+import type { ModelClient, ModelRequest } from "./model.js";
+import { toolError } from "./tools.js";
+import type { ToolContext, ToolRegistry, ToolResult, ValidToolCall } from "./tools.js";
+
+/** Every way a run can end without a final answer. Callers catch this one base class. */
+export class AgentRunError extends Error {
+  override readonly name: string = "AgentRunError";
+}
+
+/** The model still wanted tools after `maxTurns` model calls. */
+export class AgentLimitError extends AgentRunError {
+  override readonly name = "AgentLimitError";
+}
+
+/** The reply was cut off at the token limit: half an answer must not pass for a whole one. */
+export class IncompleteModelReplyError extends AgentRunError {
+  override readonly name = "IncompleteModelReplyError";
+}
+
+/** The provider could not be reached, refused the request, or sent a reply that cannot be read. */
+export class ModelCallError extends AgentRunError {
+  override readonly name = "ModelCallError";
+}
+
+/** What a person is shown before a tool call with side effects runs. */
+export interface AuthorizationRequest {
+  readonly toolName: string;
+  readonly reason: string;
+  readonly arguments: Readonly<Record<string, unknown>>;
+}
+
+/** Says yes or no to one call. Only a real `true` lets it run; `false`, anything else or a throw refuses it. */
+export interface ToolAuthorizer {
+  authorize(request: AuthorizationRequest): Promise<boolean>;
+}
+
+export const SHELL_APPROVAL_REASON = "PowerShell command execution requires explicit approval.";
+
+export interface AgentRunnerOptions {
+  readonly model: ModelClient;
+  readonly tools: ToolRegistry;
+  readonly systemPrompt: string;
+  /** Folder the tools work in. */
+  readonly workspace: string;
+  /** Model calls allowed per run; 20 when omitted. */
+  readonly maxTurns?: number;
+  /** Asked before every `execute` call; without one, calls run unasked (offline unit tests only). */
+  readonly authorizer?: ToolAuthorizer;
+  readonly onEvent?: AgentEventListener;
+}
+
+export interface RunResult {
+  readonly finalText: string;
+  readonly history: readonly ChatMessage[];
+  /** Model calls made, the last one included. */
+  readonly turns: number;
+}
+
+/** Ask the model, run each tool call it asks for, append the paired results, repeat. */
+export class AgentRunner {
+  readonly #model: ModelClient;
+  readonly #tools: ToolRegistry;
+  readonly #systemPrompt: string;
+  readonly #context: ToolContext;
+  readonly #maxTurns: number;
+  readonly #authorizer: ToolAuthorizer | undefined;
+  readonly #onEvent: AgentEventListener | undefined;
+  readonly #history: ChatMessage[] = [];
+
+  constructor(options: AgentRunnerOptions) {
+    const maxTurns = options.maxTurns ?? 20;
+    if (!Number.isInteger(maxTurns) || maxTurns <= 0) throw new RangeError("maxTurns must be a positive integer");
+    this.#model = options.model;
+    this.#tools = options.tools;
+    this.#systemPrompt = options.systemPrompt;
+    this.#context = Object.freeze({ workspace: options.workspace, identity: "user" });
+    this.#maxTurns = maxTurns;
+    this.#authorizer = options.authorizer;
+    this.#onEvent = options.onEvent;
+  }
+
+  /** The conversation so far, also after a failed run; a frozen copy. */
+  get history(): readonly ChatMessage[] {
+    return Object.freeze([...this.#history]);
+  }
+
+  async run(prompt: string): Promise<RunResult> {
+    this.#history.push(userMessage(prompt));
+    for (let turn = 1; turn <= this.#maxTurns; turn += 1) {
+      validateToolPairing(this.#history);
+      // One snapshot per turn: the tools offered to the model are exactly the tools that run.
+      const tools = this.#tools.snapshot();
+      const request: ModelRequest = Object.freeze({
+        messages: Object.freeze([systemMessage(this.#systemPrompt), ...this.#history]),
+        tools: tools.openAITools(),
+      });
+      this.#onEvent?.({ type: "model_request", turn });
+      const reply = await this.#model.complete(request);
+      if (reply.finishReason === "length") throw new IncompleteModelReplyError("Model output reached the token limit");
+      if (reply.finishReason === "content_filter") {
+        throw new AgentRunError("Model response was blocked by the content filter");
+      }
+
+      const assistant = reply.message;
+      this.#history.push(assistant);
+      if (assistant.toolCalls.length === 0) {
+        // Whitespace is no answer either: an empty result must not pass for success.
+        if (assistant.content === null || assistant.content.trim() === "") {
+          throw new AgentRunError("Model stopped without final text or tool calls");
+        }
+        return Object.freeze({ finalText: assistant.content, history: this.history, turns: turn });
+      }
+
+      for (const call of assistant.toolCalls) {
+        this.#onEvent?.({ type: "tool_call", call });
+        const result = await this.#execute(call, tools);
+        this.#onEvent?.({ type: "tool_result", call, result });
+        this.#history.push(toolMessage(result.content, call.id));
+      }
+    }
+    throw new AgentLimitError(`Agent exceeded maxTurns=${this.#maxTurns}`);
+  }
+
+  /** Look up, parse, validate, then approve, then run: nothing is shown for approval before it is valid. */
+  async #execute(call: ToolCall, tools: ToolRegistry): Promise<ToolResult> {
+    const prepared = tools.prepare(call);
+    if ("error" in prepared) return prepared.error;
+    if (prepared.definition.effect === "execute") {
+      let approved: unknown;
+      try {
+        approved = await this.#approve(prepared);
+      } catch {
+        // An approval step that breaks must refuse, or breaking it would be a way around it.
+        return toolError("permission_denied", "Tool approval failed closed");
+      }
+      if (approved !== true) return toolError("permission_denied", "The user did not approve this tool call");
+    }
+    return tools.invoke(prepared, this.#context);
+  }
+
+  async #approve(prepared: ValidToolCall): Promise<unknown> {
+    if (this.#authorizer === undefined) return true;
+    return this.#authorizer.authorize({
+      toolName: prepared.definition.name,
+      reason: SHELL_APPROVAL_REASON,
+      arguments: prepared.arguments,
+    });
+  }
+}
