@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CapabilitySet, P01, profileForChapter } from "../src/core/profiles.js";
+import { CapabilitySet, P01, profileForChapter, UnknownChapterError } from "../src/core/profiles.js";
 
 describe("chapter profiles", () => {
   it("P01 is frozen and holds exactly loop and powershell", () => {
@@ -7,6 +7,13 @@ describe("chapter profiles", () => {
     expect([...P01.capabilities]).toEqual(["loop", "powershell"]);
     expect(P01.capabilities.has("policy")).toBe(false);
     expect(profileForChapter(1)).toBe(P01);
+  });
+
+  it("knows no chapter but 1, and says which it knows", () => {
+    expect(() => profileForChapter(2)).toThrow(UnknownChapterError);
+    expect(() => profileForChapter(2)).toThrow(
+      new UnknownChapterError("No profile for chapter 2; this snapshot knows chapter 1"),
+    );
   });
 
   it("CapabilitySet exposes no mutator, even at runtime", () => {

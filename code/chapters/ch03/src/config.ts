@@ -30,7 +30,8 @@ type Environment = Readonly<Record<string, string | undefined>>;
  * the SDK cannot use counts as missing, with a hint saying why.
  */
 export function loadSettings(env: Environment, flags: { baseURL?: string; model?: string } = {}): Settings {
-  const value = (flag: string | undefined, name: string): string => (flag ?? env[name] ?? "").trim();
+  // An empty flag (`--model ""`) says nothing, so the environment still counts.
+  const value = (flag: string | undefined, name: string): string => (flag?.trim() || env[name] || "").trim();
   const baseURL = value(flags.baseURL, "OPENAI_BASE_URL");
   const apiKey = value(undefined, "OPENAI_API_KEY");
   const model = value(flags.model, "OPENAI_MODEL");
@@ -41,7 +42,8 @@ export function loadSettings(env: Environment, flags: { baseURL?: string; model?
     ...(model === "" ? ["OPENAI_MODEL"] : []),
   ];
   if (missing.length > 0) throw new ConfigurationError(`Missing required settings: ${missing.join(", ")}`, urlProblem);
-  return { baseURL, apiKey, model };
+  // One spelling per endpoint: `…/v1/` and `…/v1` are the same base URL.
+  return { baseURL: baseURL.replace(/\/+$/, ""), apiKey, model };
 }
 
 /** Why the SDK could not use this base URL, or `undefined` when it can. */

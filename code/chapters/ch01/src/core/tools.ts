@@ -74,6 +74,8 @@ export interface ValidToolCall {
   readonly call: ToolCall;
   readonly definition: StoredToolDefinition;
   readonly arguments: Readonly<Record<string, unknown>>;
+  /** Never set: lets a caller write `prepared.error === undefined` to tell the two kinds apart. */
+  readonly error?: undefined;
 }
 
 /** A call that never reaches a handler; `error` is what the model is told. */
@@ -119,7 +121,7 @@ export class ToolRegistry {
         description: definition.description,
         inputSchema: schema,
         effect: definition.effect,
-        parameters: Object.freeze(z.toJSONSchema(schema)),
+        parameters: deepFreeze(z.toJSONSchema(schema)),
         handler: (input: unknown, context: ToolContext) => {
           const parsed = definition.inputSchema.safeParse(input);
           if (!parsed.success) return Promise.resolve(invalidArguments(definition.name, parsed.error));
@@ -164,12 +166,25 @@ export class ToolRegistry {
   }
 
   /** What the model is shown: name, description, JSON Schema; never the handler or the effect. */
-  openAITools(): OpenAITool[] {
-    return [...this.#tools.values()].map((tool) => ({
-      type: "function",
-      function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-    }));
+  openAITools(): readonly OpenAITool[] {
+    // Frozen all the way down: a model client cannot change what the next turn shows the model.
+    return Object.freeze(
+      [...this.#tools.values()].map((tool) =>
+        Object.freeze({
+          type: "function" as const,
+          function: Object.freeze({ name: tool.name, description: tool.description, parameters: tool.parameters }),
+        }),
+      ),
+    );
   }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 function parseObject(text: string): Record<string, unknown> | undefined {

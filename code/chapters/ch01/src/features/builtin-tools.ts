@@ -30,7 +30,9 @@ function shellResult({ output, exitCode, timedOut, truncated }: CommandResult): 
   const text = (output === "" ? "(no output)" : output) + (truncated ? "\n[output truncated]" : "");
   if (timedOut) return toolError("shell_timeout", text);
   if (exitCode === 0) return toolSuccess(text);
-  return toolError("shell_failed", `PowerShell exited with code ${String(exitCode)}\n${text}`);
+  // No exit code and no timeout: something outside killed the process, and the model is told so.
+  const how = exitCode === null ? "was killed before it exited" : `exited with code ${String(exitCode)}`;
+  return toolError("shell_failed", `PowerShell ${how}\n${text}`);
 }
 
 /** Chapter 1's action space: one tool, `shell`. */

@@ -23,6 +23,11 @@ export function parseChatCompletion(body: unknown): ModelReply {
   if (field(message, "function_call") !== undefined && field(message, "function_call") !== null) {
     throw malformed("the legacy function_call field is not supported; use a model that sends tool_calls");
   }
+  // A refusal is the provider's safety layer saying no: report its words instead of "no final text".
+  const refusal = field(message, "refusal");
+  if (typeof refusal === "string" && refusal.trim() !== "" && (content === null || content === undefined)) {
+    throw new ModelCallError(`The model refused the request: ${refusal.slice(0, 200)}`);
+  }
   const calls = parseToolCalls(field(message, "tool_calls"));
   const finishReason = parseFinishReason(field(choice, "finish_reason"), calls.length > 0);
   let assistant;
@@ -65,7 +70,7 @@ function parseFinishReason(raw: unknown, hasToolCalls: boolean): FinishReason {
       return hasToolCalls ? "tool_calls" : "stop";
     default: {
       // A hostile provider must not flood the terminal through an error message.
-      const shown = (typeof raw === "string" ? raw : String(JSON.stringify(raw))).slice(0, 80);
+      const shown = (typeof raw === "string" ? raw : JSON.stringify(raw)).slice(0, 80);
       throw new ModelCallError(`Unsupported finish_reason: ${shown}`);
     }
   }

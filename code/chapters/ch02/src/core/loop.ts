@@ -127,7 +127,7 @@ export class AgentRunner {
   /** Look up, parse, validate, then approve, then run: nothing is shown for approval before it is valid. */
   async #execute(call: ToolCall, tools: ToolRegistry): Promise<ToolResult> {
     const prepared = tools.prepare(call);
-    if ("error" in prepared) return prepared.error;
+    if (prepared.error !== undefined) return prepared.error;
     if (prepared.definition.effect === "execute") {
       let approved: unknown;
       try {

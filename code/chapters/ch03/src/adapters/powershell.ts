@@ -64,7 +64,7 @@ export class PowerShellRunner implements CommandRunner {
         child.stdout.destroy();
         child.stderr.destroy();
         resolve({
-          output: output.text(),
+          output: withoutFinalLineBreaks(output.text()),
           exitCode: timedOut ? null : exitCode,
           timedOut,
           truncated: output.truncated,
@@ -89,6 +89,16 @@ export class PowerShellRunner implements CommandRunner {
       child.once("exit", (code) => setTimeout(() => finish(code), DRAIN_GRACE_MS).unref());
     });
   }
+}
+
+/**
+ * PowerShell ends every line it writes with a line break; the last ones are layout, not output, so
+ * `Write-Output 42` reaches the model as `42`. A loop, not a regex: a flood of line breaks stays linear.
+ */
+function withoutFinalLineBreaks(text: string): string {
+  let end = text.length;
+  while (end > 0 && (text[end - 1] === "\n" || text[end - 1] === "\r")) end -= 1;
+  return text.slice(0, end);
 }
 
 /** `pwsh` on PATH (or as a .NET global tool), else Windows PowerShell on Windows. */

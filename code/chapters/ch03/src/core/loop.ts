@@ -115,7 +115,7 @@ export class AgentRunner {
   /** prepare → permission → handler, in that order; every path returns exactly one result. */
   async #execute(call: ToolCall, tools: ToolRegistry): Promise<ToolResult> {
     const prepared = tools.prepare(call);
-    if ("error" in prepared) return prepared.error;
+    if (prepared.error !== undefined) return prepared.error;
     if (this.#policy !== undefined) {
       try {
         const decision = await this.#policy.decide(new PermissionRequest({ prepared, context: this.#context }));
