@@ -3,7 +3,8 @@ import { closeSync, mkdirSync, openSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import fg from "fast-glob";
 import { NodeWorkspaceFileSystem } from "../../code/chapters/ch03/src/adapters/filesystem.js";
-import { ToolRegistry } from "../../code/chapters/ch03/src/core/tool-registry.js";
+import { toolCall } from "../../code/chapters/ch03/src/core/messages.js";
+import { ToolRegistry } from "../../code/chapters/ch03/src/core/tools.js";
 import { globTool, MAX_GLOB_RESULTS } from "../../code/chapters/ch03/src/features/glob.js";
 import { nowNs, ratioOfMedians, rounds, summarize } from "./stats.js";
 import { ratioText, type Row } from "./table.js";
@@ -25,14 +26,10 @@ export async function benchGlob(options: { readonly runs: number }): Promise<{ r
     const fileSystem = new NodeWorkspaceFileSystem(workspace);
     const tools = new ToolRegistry();
     tools.register(globTool(fileSystem));
-    const context = { workspace, identity: "agent-tutorial/bench" };
+    const context = { workspace, identity: "user" };
     const viaTool = async (pattern: string): Promise<string> => {
-      const prepared = tools.prepare({
-        id: "call_glob",
-        type: "function",
-        function: { name: "glob", arguments: JSON.stringify({ pattern }) },
-      });
-      if ("error" in prepared) throw new Error(prepared.error.content);
+      const prepared = tools.prepare(toolCall("call_glob", "glob", JSON.stringify({ pattern })));
+      if (prepared.error !== undefined) throw new Error(prepared.error.content);
       return (await tools.invoke(prepared, context)).content;
     };
     const fgOptions = { cwd: workspace, followSymbolicLinks: false, onlyFiles: true } as const;

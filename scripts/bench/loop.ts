@@ -3,9 +3,9 @@ import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { OpenAIChatClient } from "../../code/chapters/ch03/src/adapters/openai-chat.js";
+import { OpenAIChatModel } from "../../code/chapters/ch03/src/adapters/openai-chat.js";
 import { buildAgent } from "../../code/chapters/ch03/src/bootstrap.js";
-import type { ModelClient, ModelReply, ModelRequest } from "../../code/chapters/ch03/src/core/model-client.js";
+import type { ModelClient, ModelReply, ModelRequest } from "../../code/chapters/ch03/src/core/model.js";
 import { PermissionDecision } from "../../code/chapters/ch03/src/core/permissions.js";
 import { P03 } from "../../code/chapters/ch03/src/core/profiles.js";
 import { nowNs, rounds, summarize } from "./stats.js";
@@ -37,28 +37,31 @@ export async function benchLoop(options: { readonly runs: number }): Promise<{ r
   try {
     for (const name of ["a.txt", "b.txt", "c.md"]) writeFileSync(join(workspace, name), name);
     const model = new TimedModel(
-      new OpenAIChatClient({ apiKey: "bench-key", model: "loopback", baseURL: server.baseURL, maxRetries: 0 }),
+      new OpenAIChatModel({ apiKey: "bench-key", model: "loopback", baseURL: server.baseURL, maxRetries: 0 }),
     );
     const allow = new PermissionDecision("allow", "Approved instantly by the bench", "bench");
     const split = { modelNs: [] as number[], toolNs: [] as number[] };
     let toolNs = 0;
     let toolStart = 0;
-    const agent = buildAgent(P03, {
-      model,
-      workspace,
-      approvalProvider: { requestApproval: () => Promise.resolve(allow) },
-      auditSink: { record: () => undefined },
-      maxTurns: TURNS,
-      onEvent: (event) => {
-        if (event.type === "tool_call") toolStart = nowNs();
-        if (event.type === "tool_result") toolNs += nowNs() - toolStart;
-      },
-    });
+    // A runner keeps its history across runs, so every timed run gets a fresh one (built before the clock starts).
+    const newAgent = () =>
+      buildAgent(P03, {
+        model,
+        workspace,
+        approvalProvider: { requestApproval: () => Promise.resolve(allow) },
+        auditSink: { record: () => undefined },
+        maxTurns: TURNS,
+        onEvent: (event) => {
+          if (event.type === "tool_call") toolStart = nowNs();
+          if (event.type === "tool_result") toolNs += nowNs() - toolStart;
+        },
+      });
     const samples = await rounds(
       {
         run: async () => {
           model.spentNs = 0;
           toolNs = 0;
+          const agent = newAgent();
           const start = nowNs();
           const result = await agent.run("Bench: glob, 99 times.");
           const total = nowNs() - start;

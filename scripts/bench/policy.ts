@@ -4,14 +4,17 @@ import { join } from "node:path";
 import { z } from "zod";
 import { NodeWorkspaceFileSystem } from "../../code/chapters/ch03/src/adapters/filesystem.js";
 import { P03_RULES } from "../../code/chapters/ch03/src/bootstrap.js";
-import type { CommandRunner } from "../../code/chapters/ch03/src/core/command-runner.js";
+import type { CommandRunner } from "../../code/chapters/ch03/src/core/commands.js";
 import { PermissionPolicy } from "../../code/chapters/ch03/src/core/permission-policy.js";
 import { PermissionDecision, PermissionRequest } from "../../code/chapters/ch03/src/core/permissions.js";
-import { P03 } from "../../code/chapters/ch03/src/core/profiles.js";
-import { ToolRegistry, type ValidToolCall } from "../../code/chapters/ch03/src/core/tool-registry.js";
-import { toolSuccess } from "../../code/chapters/ch03/src/core/tool-result.js";
-import { defineTool, type ToolContext } from "../../code/chapters/ch03/src/core/tool.js";
-import { registerBuiltinTools } from "../../code/chapters/ch03/src/features/builtin-tools.js";
+import { toolCall } from "../../code/chapters/ch03/src/core/messages.js";
+import {
+  toolSuccess,
+  type ToolContext,
+  type ToolRegistry,
+  type ValidToolCall,
+} from "../../code/chapters/ch03/src/core/tools.js";
+import { createChapterTwoTools } from "../../code/chapters/ch03/src/features/builtin-tools.js";
 import { nowNs, ratioOfMedians, rounds, summarize } from "./stats.js";
 import { ratioText, type Row } from "./table.js";
 import { makeTemp, removeTemp } from "./temp.js";
@@ -28,18 +31,15 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
     writeFileSync(join(workspace, WRITE_PATH), "x");
     const absolute = join(workspace, WRITE_PATH);
     const fileSystem = new NodeWorkspaceFileSystem(workspace);
-    const tools = new ToolRegistry();
-    registerBuiltinTools(tools, P03.capabilities, { commandRunner: neverRuns, fileSystem });
-    tools.register(
-      defineTool({
-        name: "noop",
-        description: "Does nothing",
-        inputSchema: z.strictObject({}),
-        effect: "read",
-        handler: () => Promise.resolve(toolSuccess("ok")),
-      }),
-    );
-    const context: ToolContext = { workspace, identity: "agent-tutorial/bench" };
+    const tools = createChapterTwoTools(neverRuns, fileSystem);
+    tools.register({
+      name: "noop",
+      description: "Does nothing",
+      inputSchema: z.strictObject({}),
+      effect: "read",
+      handler: () => Promise.resolve(toolSuccess("ok")),
+    });
+    const context: ToolContext = { workspace, identity: "user" };
     // Exactly the chapter 3 policy of bootstrap.ts, with an approver that allows at once and a silent audit.
     const policy = new PermissionPolicy({
       boundary: fileSystem,
@@ -115,12 +115,8 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
 }
 
 function prepare(tools: ToolRegistry, name: string, args: unknown): ValidToolCall {
-  const prepared = tools.prepare({
-    id: `call_${name}`,
-    type: "function",
-    function: { name, arguments: JSON.stringify(args) },
-  });
-  if ("error" in prepared) throw new Error(`policy bench: ${prepared.error.content}`);
+  const prepared = tools.prepare(toolCall(`call_${name}`, name, JSON.stringify(args)));
+  if (prepared.error !== undefined) throw new Error(`policy bench: ${prepared.error.content}`);
   return prepared;
 }
 

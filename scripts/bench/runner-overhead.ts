@@ -21,7 +21,7 @@ export async function benchRunnerOverhead(options: { readonly runs: number }): P
     {
       runner: async () => {
         const start = nowNs();
-        await runner.run({ command: "Write-Output 1", cwd });
+        await runner.run("Write-Output 1", cwd);
         return nowNs() - start;
       },
       direct: async () => (await spawnDrain(standIn, args, cwd, false)).wallNs,
