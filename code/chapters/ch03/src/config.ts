@@ -36,11 +36,12 @@ export function loadSettings(env: Environment, flags: { baseURL?: string; model?
   const apiKey = value(undefined, "OPENAI_API_KEY");
   const model = value(flags.model, "OPENAI_MODEL");
   const urlProblem = baseURL === "" ? undefined : baseUrlProblem(baseURL);
-  const missing = [
-    ...(baseURL === "" || urlProblem !== undefined ? ["OPENAI_BASE_URL"] : []),
-    ...(apiKey === "" ? ["OPENAI_API_KEY"] : []),
-    ...(model === "" ? ["OPENAI_MODEL"] : []),
-  ];
+  const usable = {
+    OPENAI_BASE_URL: baseURL !== "" && urlProblem === undefined,
+    OPENAI_API_KEY: apiKey !== "",
+    OPENAI_MODEL: model !== "",
+  };
+  const missing = REQUIRED_SETTINGS.filter((name) => !usable[name]);
   if (missing.length > 0) throw new ConfigurationError(`Missing required settings: ${missing.join(", ")}`, urlProblem);
   // One spelling per endpoint: `…/v1/` and `…/v1` are the same base URL.
   return { baseURL: baseURL.replace(/\/+$/, ""), apiKey, model };
