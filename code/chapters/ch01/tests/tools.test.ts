@@ -92,6 +92,22 @@ describe("ToolRegistry.register", () => {
     );
     expect(registry.openAITools().map((tool) => tool.function.name)).toEqual(["echo"]);
   });
+
+  it.each(["read-file", "名字", "x.y", "a b"])(
+    "refuses the tool name %j: only A-Z, a-z, 0-9 and _ reach the model",
+    (name) => {
+      expect(() => new ToolRegistry().register({ ...echoTool(), name })).toThrow(
+        new TypeError(`invalid tool name "${name}"`),
+      );
+    },
+  );
+
+  it("refuses a z.looseObject schema, which would let unknown fields through", () => {
+    const loose: ToolDefinition<{ text: string }> = { ...echoTool(), inputSchema: z.looseObject({ text: z.string() }) };
+    expect(() => new ToolRegistry().register(loose)).toThrow(
+      new TypeError('tool "echo" must use z.strictObject for its input schema'),
+    );
+  });
 });
 
 describe("ToolRegistry.openAITools", () => {
@@ -165,6 +181,14 @@ describe("ToolRegistry.prepare", () => {
     ],
     ["JSON null", "echo", "null", "invalid_json", "Error [invalid_json]: Arguments of echo must be a JSON object"],
     ["a JSON number", "echo", "42", "invalid_json", "Error [invalid_json]: Arguments of echo must be a JSON object"],
+    ["JSON true", "echo", "true", "invalid_json", "Error [invalid_json]: Arguments of echo must be a JSON object"],
+    [
+      "a wrong type and an unknown field at once, both named in one message",
+      "echo",
+      '{"text":5,"extra":1}',
+      "invalid_arguments",
+      'Error [invalid_arguments]: Invalid arguments for echo: text: Invalid input: expected string, received number; (arguments): Unrecognized key: "extra"',
+    ],
     [
       "a field of the wrong type",
       "echo",
@@ -215,6 +239,26 @@ describe("ToolRegistry.invoke", () => {
       isError: true,
       errorCode: "tool_execution_error",
     });
+  });
+
+  it("a handler's own error result passes through unchanged", async () => {
+    const own = toolError("text_not_found", "Exact text not found in a.txt");
+    const registry = registryWith({ ...echoTool(), handler: () => Promise.resolve(own) });
+    expect(await registry.invoke(valid(registry, '{"text":"hi"}'), context)).toBe(own);
+  });
+
+  it.each<[string, unknown]>([
+    ["content that is not a string", { content: 42, isError: false }],
+    ["isError that is not a boolean", { content: "x", isError: "no" }],
+    ["an error with an empty code", { content: "x", isError: true, errorCode: "" }],
+  ])("a handler returning %s gives invalid_tool_result", async (_name, returned) => {
+    const registry = registryWith({
+      ...echoTool(),
+      handler: () => Promise.resolve(returned as ReturnType<typeof toolSuccess>),
+    });
+    expect(await registry.invoke(valid(registry, '{"text":"hi"}'), context)).toStrictEqual(
+      toolError("invalid_tool_result", "Tool handler returned an invalid result"),
+    );
   });
 
   it("a forged prepared call cannot choose the handler: the registry runs its own definition of that name", async () => {
