@@ -2,12 +2,13 @@ import { lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } fro
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { OpenAIChatClient } from "../src/adapters/openai-chat.js";
-import { buildAgent } from "../src/bootstrap.js";
-import type { CommandRunner } from "../src/core/command-runner.js";
-import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
-import type { ToolSchema } from "../src/core/model-client.js";
+import { OpenAIChatModel } from "../src/adapters/openai-chat.js";
+import { buildAgent, SYSTEM_PROMPT, toOpenAIMessage } from "../src/bootstrap.js";
+import type { CommandRunner } from "../src/core/commands.js";
+import { assistantMessage, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import { P02 } from "../src/core/profiles.js";
+import type { OpenAITool } from "../src/core/tools.js";
+import type { WorkspaceFileSystem } from "../src/core/workspace-fs.js";
 import {
   apiError,
   completion,
@@ -15,14 +16,17 @@ import {
   type CompletionSpec,
   type LoopbackOpenAI,
 } from "./support/loopback-openai.js";
-import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
-import { toolMessages } from "./support/scripted-model.js";
+import { CountingApproval, FakeCommandRunner, FakeFileSystem } from "./support/fakes.js";
+import { FILE_TOOLS } from "./support/file-tools.js";
+
+/** A message as Chat Completions carries it on the wire: snake_case, tool calls under `tool_calls`. */
+type WireMessage = ReturnType<typeof toOpenAIMessage>;
 
 /** The part of a Chat Completions request body these tests read. */
 interface WireRequest {
   readonly model: string;
-  readonly messages: ChatMessage[];
-  readonly tools?: ToolSchema[];
+  readonly messages: WireMessage[];
+  readonly tools?: OpenAITool[];
 }
 
 let root: string;
@@ -43,41 +47,85 @@ afterEach(async () => {
 });
 
 /** A loopback server playing `turns` in order, and a P02 agent talking to it through the real SDK. */
-async function agentAgainst(turns: readonly CompletionSpec[], runner: CommandRunner, approval: CountingApproval) {
+async function agentAgainst(
+  turns: readonly CompletionSpec[],
+  runner: CommandRunner,
+  approval: CountingApproval,
+  fileSystem?: WorkspaceFileSystem,
+) {
   const loopback = await startLoopbackOpenAI((_body, index) => {
     const turn = turns[index];
     return turn === undefined ? { json: apiError("script ran out"), status: 500 } : { json: completion(turn) };
   });
   server = loopback;
-  const model = new OpenAIChatClient({
+  const model = new OpenAIChatModel({
     apiKey: "test-key",
     model: "test-model",
     baseURL: loopback.baseURL,
     maxRetries: 0,
     timeoutMs: 5_000,
   });
-  const agent = buildAgent(P02, { model, workspace, commandRunner: runner, approvalProvider: approval });
+  const agent = buildAgent(P02, {
+    model,
+    workspace,
+    commandRunner: runner,
+    approvalProvider: approval,
+    ...(fileSystem === undefined ? {} : { fileSystem }),
+  });
   const requests = (): WireRequest[] => loopback.requests as WireRequest[];
   return { agent, requests };
 }
 
-function toolCall(id: string, name: string, args: Record<string, unknown>) {
+function wireCall(id: string, name: string, args: Record<string, unknown>) {
   return { id, name, arguments: JSON.stringify(args) };
+}
+
+/** The tool messages of a request body, as `[tool_call_id, content]` pairs in order. */
+function wireToolMessages(messages: readonly WireMessage[]): [string, string][] {
+  return messages.flatMap((message) =>
+    message.role === "tool" ? [[message.tool_call_id, message.content as string] as [string, string]] : [],
+  );
+}
+
+/**
+ * What the requests must have carried, one per assistant message of the final history: the system
+ * prompt, then the history up to that assistant message (the prompt, the earlier turns and their results).
+ */
+function expectedRequests(history: readonly ChatMessage[]): WireMessage[][] {
+  return history.flatMap((message, index) =>
+    message.role === "assistant"
+      ? [[{ role: "system", content: SYSTEM_PROMPT }, ...history.slice(0, index).map(toOpenAIMessage)]]
+      : [],
+  );
 }
 
 const ESCAPE_MESSAGE = 'Error [path_escape]: path leaves the workspace: "../outside.txt"';
 const SUMMARY = "One source file: src/app.ts.\n";
+const SHELL_TOOL = {
+  type: "function",
+  function: {
+    name: "shell",
+    description: "Run a PowerShell command in the current workspace.",
+    parameters: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      properties: { command: { type: "string", minLength: 1 } },
+      required: ["command"],
+      additionalProperties: false,
+    },
+  },
+};
 
 describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", () => {
   it("refuses a write outside, writes inside without asking, reads and globs, and pairs every result", async () => {
-    const runner = new RecordingCommandRunner();
+    const runner = new FakeCommandRunner();
     const approval = new CountingApproval(true);
     const { agent, requests } = await agentAgainst(
       [
-        { toolCalls: [toolCall("call_escape", "write_file", { path: "../outside.txt", content: "leak" })] },
-        { toolCalls: [toolCall("call_write", "write_file", { path: "notes/summary.txt", content: SUMMARY })] },
-        { toolCalls: [toolCall("call_read", "read_file", { path: "notes/summary.txt" })] },
-        { toolCalls: [toolCall("call_glob", "glob", { pattern: "**/*" })] },
+        { toolCalls: [wireCall("call_escape", "write_file", { path: "../outside.txt", content: "leak" })] },
+        { toolCalls: [wireCall("call_write", "write_file", { path: "notes/summary.txt", content: SUMMARY })] },
+        { toolCalls: [wireCall("call_read", "read_file", { path: "notes/summary.txt" })] },
+        { toolCalls: [wireCall("call_glob", "glob", { pattern: "**/*" })] },
         { content: "Wrote notes/summary.txt." },
       ],
       runner,
@@ -93,29 +141,103 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     expect(sent.map((request) => request.messages.length)).toEqual([2, 4, 6, 8, 10]);
     // The refusal reaches the model in the very next request, as the tool message answering its call.
     expect(sent[1]?.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "call_escape", content: ESCAPE_MESSAGE });
-    expect(toolMessages(sent[4]?.messages ?? [])).toEqual([
+    expect(wireToolMessages(sent[4]?.messages ?? [])).toEqual([
       ["call_escape", ESCAPE_MESSAGE],
       ["call_write", "Created notes/summary.txt (29 bytes)"],
       ["call_read", "One source file: src/app.ts."],
       ["call_glob", "notes/summary.txt\nsrc/app.ts"],
     ]);
-    for (const request of sent) expect(() => validateToolPairing(request.messages)).not.toThrow();
+    // Every request is the system prompt and a prefix of the paired history, nothing more.
     expect(() => validateToolPairing(result.history)).not.toThrow();
-    expect(result.history.slice(0, -1)).toEqual(sent[4]?.messages);
-    expect(result.history.at(-1)).toEqual({ role: "assistant", content: "Wrote notes/summary.txt." });
+    expect(sent.map((request) => request.messages)).toEqual(expectedRequests(result.history));
+    expect(result.history).toHaveLength(10);
+    expect(result.history.filter((message) => message.role === "system")).toEqual([]);
+    expect(result.history.at(-1)).toEqual(assistantMessage("Wrote notes/summary.txt.", []));
 
     // Nothing outside the workspace; the inside write is on disk, exactly; P02 asked nobody about writes.
     await expect(lstat(join(root, "outside.txt"))).rejects.toMatchObject({ code: "ENOENT" });
     expect(await readdir(root)).toEqual(["ws"]);
     expect(await readFile(join(workspace, "notes", "summary.txt"), "utf8")).toBe(SUMMARY);
     expect(approval.requests).toHaveLength(0);
-    expect(runner.commands).toHaveLength(0);
+    expect(runner.calls).toHaveLength(0);
+  });
+
+  it("edits a file in place without asking, and the model reads the edit back", async () => {
+    const runner = new FakeCommandRunner();
+    const approval = new CountingApproval(true);
+    const { agent, requests } = await agentAgainst(
+      [
+        {
+          toolCalls: [
+            wireCall("call_edit", "edit_file", { path: "src/app.ts", old_string: "{}", new_string: "{ main }" }),
+            wireCall("call_read", "read_file", { path: "src/app.ts" }),
+          ],
+        },
+        { content: "Exported main." },
+      ],
+      runner,
+      approval,
+    );
+
+    const result = await agent.run("Export main from src/app.ts");
+
+    expect(result.finalText).toBe("Exported main.");
+    expect(wireToolMessages(requests()[1]?.messages ?? [])).toEqual([
+      ["call_edit", "Replaced 1 occurrence in src/app.ts"],
+      ["call_read", "export { main };"],
+    ]);
+    expect(() => validateToolPairing(result.history)).not.toThrow();
+    expect(requests().map((request) => request.messages)).toEqual(expectedRequests(result.history));
+    expect(await readFile(join(workspace, "src", "app.ts"), "utf8")).toBe("export { main };\n");
+    expect(approval.requests).toHaveLength(0);
+    expect(runner.calls).toHaveLength(0);
+  });
+
+  it("runs the file tools on the file system it was given, and never on the disk", async () => {
+    const fileSystem = new FakeFileSystem({ "src/app.ts": "export {};\n" });
+    const approval = new CountingApproval(true);
+    const { agent, requests } = await agentAgainst(
+      [
+        {
+          toolCalls: [
+            wireCall("call_glob", "glob", { pattern: "**/*.ts" }),
+            wireCall("call_read", "read_file", { path: "src/app.ts", offset: 1, limit: 5 }),
+            wireCall("call_edit", "edit_file", { path: "src/app.ts", old_string: "{}", new_string: "{ x }" }),
+            wireCall("call_write", "write_file", { path: "notes.md", content: "n" }),
+          ],
+        },
+        { content: "Done." },
+      ],
+      new FakeCommandRunner(),
+      approval,
+      fileSystem,
+    );
+
+    await agent.run("Work in memory");
+
+    expect(fileSystem.calls).toEqual([
+      ["glob", "**/*.ts", 1_000],
+      ["readText", "src/app.ts", { offset: 1, limit: 5 }],
+      ["readWhole", "src/app.ts", 10 * 1024 * 1024],
+      ["writeText", "src/app.ts", "export { x };\n"],
+      ["writeText", "notes.md", "n"],
+    ]);
+    expect(wireToolMessages(requests()[1]?.messages ?? [])).toEqual([
+      ["call_glob", "src/app.ts"],
+      ["call_read", "export {};"],
+      ["call_edit", "Replaced 1 occurrence in src/app.ts"],
+      ["call_write", "Created notes.md (1 bytes)"],
+    ]);
+    // The real workspace is as it was: the agent wrote through the port, not around it.
+    expect(await readFile(join(workspace, "src", "app.ts"), "utf8")).toBe("export {};\n");
+    expect(await readdir(workspace)).toEqual(["src"]);
+    expect(approval.requests).toHaveLength(0);
   });
 
   it("offers exactly shell, read_file, write_file, edit_file and glob, each a strict schema with no handler or effect", async () => {
     const { agent, requests } = await agentAgainst(
       [{ content: "Nothing to do." }],
-      new RecordingCommandRunner(),
+      new FakeCommandRunner(),
       new CountingApproval(true),
     );
     await agent.run("hello");
@@ -124,42 +246,21 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     expect(request?.model).toBe("test-model");
     const tools = request?.tools ?? [];
     expect(tools.map((tool) => tool.function.name)).toEqual(["shell", "read_file", "write_file", "edit_file", "glob"]);
-    expect(tools.map((tool) => Object.keys(tool).sort())).toEqual(Array(5).fill(["function", "type"]));
-    expect(tools.map((tool) => Object.keys(tool.function).sort())).toEqual(
-      Array(5).fill(["description", "name", "parameters"]),
-    );
-    expect(
-      tools.map(({ function: { parameters } }) => ({
-        type: parameters.type,
-        additionalProperties: parameters.additionalProperties,
-        properties: Object.keys(parameters.properties as object),
-        required: parameters.required,
-      })),
-    ).toEqual([
-      { type: "object", additionalProperties: false, properties: ["command"], required: ["command"] },
-      { type: "object", additionalProperties: false, properties: ["path", "offset", "limit"], required: ["path"] },
-      { type: "object", additionalProperties: false, properties: ["path", "content"], required: ["path", "content"] },
-      {
-        type: "object",
-        additionalProperties: false,
-        properties: ["path", "old_string", "new_string", "replace_all"],
-        required: ["path", "old_string", "new_string"],
-      },
-      { type: "object", additionalProperties: false, properties: ["pattern"], required: ["pattern"] },
-    ]);
+    // The whole of what the model is shown: chapter 1's shell, then the four file tools, nothing else.
+    expect(tools).toStrictEqual([SHELL_TOOL, ...FILE_TOOLS]);
     for (const tool of tools) expect(tool.function.description).not.toBe("");
     expect(JSON.stringify(tools)).not.toMatch(/"(handler|effect|inputSchema)"/);
   });
 
   it("asks approval for a shell call but not for a write in the same turn, and runs the approved command", async () => {
-    const runner = new RecordingCommandRunner();
+    const runner = new FakeCommandRunner();
     const approval = new CountingApproval(true);
     const { agent, requests } = await agentAgainst(
       [
         {
           toolCalls: [
-            toolCall("call_ls", "shell", { command: "Get-ChildItem" }),
-            toolCall("call_log", "write_file", { path: "log.txt", content: "listed\n" }),
+            wireCall("call_ls", "shell", { command: "Get-ChildItem" }),
+            wireCall("call_log", "write_file", { path: "log.txt", content: "listed\n" }),
           ],
         },
         { content: "Listed." },
@@ -170,26 +271,27 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
 
     const result = await agent.run("List the workspace and log it");
 
+    // From chapter 3 the permission policy asks about the shell, with its own reason; P02 has no file rule.
     expect(approval.requests).toEqual([
       { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-ChildItem" } },
     ]);
-    expect(runner.commands).toEqual([shellRequest("Get-ChildItem", workspace)]);
+    expect(runner.calls).toEqual([{ command: "Get-ChildItem", cwd: workspace }]);
     const sent = requests();
-    expect(toolMessages(sent[1]?.messages ?? [])).toEqual([
+    expect(wireToolMessages(sent[1]?.messages ?? [])).toEqual([
       ["call_ls", "a.txt"],
       ["call_log", "Created log.txt (7 bytes)"],
     ]);
-    for (const request of sent) expect(() => validateToolPairing(request.messages)).not.toThrow();
     expect(() => validateToolPairing(result.history)).not.toThrow();
+    expect(sent.map((request) => request.messages)).toEqual(expectedRequests(result.history));
     expect(await readFile(join(workspace, "log.txt"), "utf8")).toBe("listed\n");
   });
 
   it("a refused shell call never reaches the CommandRunner and the model is told permission_denied", async () => {
-    const runner = new RecordingCommandRunner();
+    const runner = new FakeCommandRunner();
     const approval = new CountingApproval(false);
     const { agent, requests } = await agentAgainst(
       [
-        { toolCalls: [toolCall("call_rm", "shell", { command: "Remove-Item -Recurse -Force ." })] },
+        { toolCalls: [wireCall("call_rm", "shell", { command: "Remove-Item -Recurse -Force ." })] },
         { content: "I was not allowed to delete anything." },
       ],
       runner,
@@ -199,14 +301,14 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     const result = await agent.run("Delete everything");
 
     expect(approval.requests).toHaveLength(1);
-    expect(runner.commands).toHaveLength(0);
+    expect(runner.calls).toHaveLength(0);
     const sent = requests();
     expect(sent).toHaveLength(2);
-    expect(toolMessages(sent[1]?.messages ?? [])).toEqual([
+    expect(wireToolMessages(sent[1]?.messages ?? [])).toEqual([
       ["call_rm", "Error [permission_denied]: The user did not approve this tool call"],
     ]);
-    for (const request of sent) expect(() => validateToolPairing(request.messages)).not.toThrow();
     expect(() => validateToolPairing(result.history)).not.toThrow();
+    expect(sent.map((request) => request.messages)).toEqual(expectedRequests(result.history));
     expect(await readdir(workspace)).toEqual(["src"]);
   });
 });

@@ -8,9 +8,9 @@ import { buildAgent, P03_RULES } from "../src/bootstrap.js";
 import { TerminalApprovalProvider } from "../src/cli/terminal-approval.js";
 import { TerminalAuditSink } from "../src/cli/terminal-audit.js";
 import { Terminal } from "../src/cli/terminal.js";
-import { AgentRunner, type RunResult } from "../src/core/agent-runner.js";
+import { AgentRunner, type RunResult } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
-import type { ModelReply } from "../src/core/model-client.js";
+import type { ModelReply } from "../src/core/model.js";
 import { PermissionPolicy } from "../src/core/permission-policy.js";
 import {
   PermissionDecision,
@@ -21,12 +21,11 @@ import {
   type PermissionBehavior,
   type WorkspaceWriteBoundary,
 } from "../src/core/permissions.js";
-import { P02, P03, type ChapterProfile } from "../src/core/profiles.js";
-import type { ToolContext } from "../src/core/tool.js";
-import { ToolRegistry, type ValidToolCall } from "../src/core/tool-registry.js";
+import { P01, P02, P03, type ChapterProfile } from "../src/core/profiles.js";
+import type { ToolContext, ToolRegistry, ValidToolCall } from "../src/core/tools.js";
 import type { GlobResult, ReadPage, WorkspaceFileSystem } from "../src/core/workspace-fs.js";
-import { registerBuiltinTools } from "../src/features/builtin-tools.js";
-import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
+import { createChapterTwoTools } from "../src/features/builtin-tools.js";
+import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
 // The chapter 3 gate: SPEC §9's ten observable rules, each proven through the real loop, the real
@@ -189,7 +188,7 @@ const readText = (path: string): Promise<string> => readFile(path, "utf8");
 /** The doubles of one run, sharing one timeline so the order of approval, audit and handler shows. */
 interface Rig {
   readonly timeline: string[];
-  readonly runner: RecordingCommandRunner;
+  readonly runner: FakeCommandRunner;
   readonly files: CountingFileSystem;
   readonly approval: WatchedApproval;
   readonly audit: RecordingAudit;
@@ -199,7 +198,7 @@ function rig(provider: ApprovalProvider = new CountingApproval(true)): Rig {
   const timeline: string[] = [];
   return {
     timeline,
-    runner: new RecordingCommandRunner(),
+    runner: new FakeCommandRunner(),
     files: new CountingFileSystem(workspace, timeline),
     approval: new WatchedApproval(provider, timeline),
     audit: new RecordingAudit(timeline),
@@ -236,21 +235,21 @@ function runWithPolicy(r: Rig, policy: PermissionPolicy, turns: readonly ModelRe
     new AgentRunner({
       model,
       tools: p03Tools(r),
-      context: context(),
       systemPrompt: "You are a test agent.",
+      workspace,
       maxTurns: 5,
       policy,
     }),
   );
 }
 
+/** Chapter 3's tools are chapter 2's: `shell` and the four file tools. */
 function p03Tools(r: Rig): ToolRegistry {
-  const tools = new ToolRegistry();
-  registerBuiltinTools(tools, P03.capabilities, { commandRunner: r.runner, fileSystem: r.files });
-  return tools;
+  return createChapterTwoTools(r.runner, r.files);
 }
 
-const context = (): ToolContext => ({ workspace, identity: "agent-tutorial/ch03" });
+/** The context the loop hands the policy and every handler. */
+const context = (): ToolContext => ({ workspace, identity: "user" });
 
 /** A P03 policy like `buildAgent`'s, with the parts a test swaps. */
 function policyFor(r: Rig, options: { rules?: readonly PermissionRule[]; boundary?: WorkspaceWriteBoundary } = {}) {
@@ -265,7 +264,7 @@ function policyFor(r: Rig, options: { rules?: readonly PermissionRule[]; boundar
 /** A permission request for one call, prepared by the real registry the way the loop prepares it. */
 function requestFor(r: Rig, name: string, args: unknown, recommendations: readonly PermissionDecision[] = []) {
   const prepared = p03Tools(r).prepare(call("direct", name, args));
-  if ("error" in prepared) throw new Error(prepared.error.content);
+  if (prepared.error !== undefined) throw new Error(prepared.error.content);
   return new PermissionRequest({ prepared: prepared satisfies ValidToolCall, context: context(), recommendations });
 }
 
@@ -440,7 +439,7 @@ describe("rule 2: on deny, no approval request and no handler run", () => {
 
     expect(toolMessages(result.history)).toEqual([["c1", denied("The shell is off today")]]);
     expect(r.approval.pending).toEqual([]);
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([["shell", "deny", "no-shell", "The shell is off today"]]);
   });
 
@@ -495,7 +494,7 @@ describe("rule 3: ask runs only after an explicit allow", () => {
 
     expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(toolMessages(result.history)).toEqual([["c1", denied(REFUSED)]]);
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([["shell", "deny", "user", REFUSED]]);
   });
 
@@ -573,7 +572,7 @@ describe("rule 4: no provider, provider error, invalid result, empty answer and 
       ["c2", denied(reason)],
     ]);
     expect(r.approval.pending).toEqual([]);
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     expect(r.files.calls).toEqual([]);
     await expect(readFile(inWorkspace("a.txt"))).rejects.toThrow();
     expect(r.audit.records).toEqual([
@@ -669,17 +668,15 @@ describe("rule 4: no provider, provider error, invalid result, empty answer and 
     const result = await runP03(r, [writeNotes(), toolTurn(call("c2", "shell", { command: "Get-Date" }))]);
     terminal.close();
 
-    const reason = "No interactive terminal to ask for approval";
-    expect(output.text).toBe(
-      "(没有交互式终端, 无法询问, 已拒绝: write_file)\n(没有交互式终端, 无法询问, 已拒绝: shell)\n",
-    );
+    const reason = "No interactive approval input was available";
+    expect(output.text).toBe("无交互输入，默认拒绝。\n无交互输入，默认拒绝。\n");
     expect(input.readableFlowing).toBeNull();
     expect(toolMessages(result.history)).toEqual([
       ["c1", denied(reason)],
       ["c2", denied(reason)],
     ]);
     expect(r.files.calls).toEqual([]);
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
     expect(r.audit.records).toEqual([
       ["write_file", "deny", "terminal-approval", reason],
@@ -705,7 +702,7 @@ describe("rule 5: every shell call is asked, whatever its text", () => {
     const result = await runP03(r, [toolTurn(call("c1", "shell", { command }))]);
 
     expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
-    expect(r.runner.commands).toEqual([shellRequest(command, workspace)]);
+    expect(r.runner.calls).toEqual([{ command, cwd: workspace }]);
     expect(toolMessages(result.history)).toEqual([["c1", "a.txt"]]);
     expect(r.audit.records).toEqual([["shell", "allow", "user", APPROVED]]);
   });
@@ -721,7 +718,7 @@ describe("rule 5: every shell call is asked, whatever its text", () => {
       ],
     ]);
     expect(r.approval.pending).toEqual([]);
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([]);
   });
 
@@ -747,7 +744,7 @@ describe("rule 5: every shell call is asked, whatever its text", () => {
     ]);
     expect(toolMessages(result.history)).toEqual([["c1", denied(REFUSED)]]);
     expect(direct).toStrictEqual(new PermissionDecision("deny", REFUSED, "user"));
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([
       ["shell", "deny", "user", REFUSED],
       ["shell", "deny", "user", REFUSED],
@@ -816,8 +813,28 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
     const result = await runBuilt(P02, r, [toolTurn(call("c1", "shell", { command: "Get-Date" }))]);
 
     expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
-    expect(r.runner.commands).toEqual([shellRequest("Get-Date", workspace)]);
+    expect(r.runner.calls).toEqual([{ command: "Get-Date", cwd: workspace }]);
     expect(toolMessages(result.history)).toEqual([["c1", "a.txt"]]);
+  });
+
+  it("under P01 only the shell exists, and it is the one call asked", async () => {
+    const r = rig(new CountingApproval(true));
+    const result = await runBuilt(P01, r, [
+      toolTurn(
+        call("c1", "write_file", { path: "notes.txt", content: "hello" }),
+        call("c2", "shell", { command: "Get-Date" }),
+      ),
+    ]);
+
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "Error [unknown_tool]: Unknown tool: write_file"],
+      ["c2", "a.txt"],
+    ]);
+    expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+    expect(r.runner.calls).toEqual([{ command: "Get-Date", cwd: workspace }]);
+    expect(r.files.calls).toEqual([]);
+    expect(r.audit.records).toEqual([]);
+    await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
   });
 
   it("under P03 write_file and edit_file are each asked once, then audited as the user's allow", async () => {
@@ -1021,13 +1038,13 @@ describe("rule 9: denials and evaluation failures still produce a tool result pa
     ];
     expect(toolMessages(result.history)).toEqual(expected);
     expect(toolMessages(model.requests[1]?.messages ?? [])).toEqual(expected);
-    expect(result.history.slice(2).map((message) => message.role)).toEqual([
+    expect(result.history.slice(1).map((message) => message.role)).toEqual([
       "assistant",
       ...expected.map(() => "tool"),
       "assistant",
     ]);
     expect(r.files.calls).toEqual(["readText readme.md"]);
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(audit.records).toEqual([
       ["read_file", "allow", "default", PASSED],
@@ -1071,7 +1088,7 @@ describe("rule 9: denials and evaluation failures still produce a tool result pa
         ["c2", EVALUATION_FAILED],
       ]);
       expect(r.files.calls).toEqual([]);
-      expect(r.runner.commands).toEqual([]);
+      expect(r.runner.calls).toEqual([]);
       await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
     },
   );
@@ -1129,7 +1146,7 @@ describe("rule 10: every final P03 decision is audited", () => {
       ["c8", 'Error [invalid_arguments]: Invalid arguments for read_file: (arguments): Unrecognized key: "extra"'],
       ["c9", "Replaced 1 occurrence in notes.txt"],
     ]);
-    expect(r.runner.commands).toEqual([]);
+    expect(r.runner.calls).toEqual([]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hi");
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
@@ -1193,7 +1210,7 @@ describe("rule 10: every final P03 decision is audited", () => {
         ["read_file", "allow", "default", PASSED],
       ]);
       expect(r.files.calls).toEqual([]);
-      expect(r.runner.commands).toEqual([]);
+      expect(r.runner.calls).toEqual([]);
       await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
     },
   );

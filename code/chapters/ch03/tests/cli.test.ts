@@ -1,40 +1,59 @@
 import { spawn } from "node:child_process";
 import { existsSync, realpathSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { SYSTEM_PROMPT } from "../src/bootstrap.js";
 import { helpText } from "../src/cli/args.js";
-import { Terminal } from "../src/cli/terminal.js";
 import { isYes, TerminalApprovalProvider } from "../src/cli/terminal-approval.js";
-import { runCli, type CliEntry, type CliIO } from "../src/cli.js";
-import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
+import { Terminal } from "../src/cli/terminal.js";
+import { runCli, type CliIO } from "../src/cli.js";
+import { toolCall } from "../src/core/messages.js";
 import { PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
-import { P03 } from "../src/core/profiles.js";
-import { ToolRegistry, type ValidToolCall } from "../src/core/tool-registry.js";
-import { shellTool } from "../src/features/shell.js";
-import { RecordingCommandRunner } from "./support/fakes.js";
+import type { ValidToolCall } from "../src/core/tools.js";
+import { createChapterOneTools } from "../src/features/builtin-tools.js";
 import { apiError, completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
+import { FakeCommandRunner } from "./support/fakes.js";
+import { powershell } from "./support/powershell.js";
+import { FILE_TOOLS } from "./support/file-tools.js";
 import { Sink } from "./support/sink.js";
 
-const ENTRY: CliEntry = { name: "ch03", title: "第 3 章 (测试)", profile: P03 };
-/** The tools this chapter offers the model, in order. */
-const TOOL_NAMES = ["shell", "read_file", "write_file", "edit_file", "glob"];
+/** What `src/chapters/ch03.ts` puts in front of the reader's arguments. */
+const RUN = ["run", "--chapter", "3"];
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
-const DENIED = "Error [permission_denied]: No interactive terminal to ask for approval";
+const DENIED = "Error [permission_denied]: No interactive approval input was available";
 const DENIED_BY_USER = "Error [permission_denied]: Denied by the user";
 const FINAL = "I could not list the files: the call was not approved.";
-const ASK_LINES = [
-  "工具调用需要批准: shell",
-  "原因: Shell execution requires approval",
-  '参数: {"command":"Get-ChildItem"}',
-  "允许本次调用? [y/N] ",
-].join("\n");
+const NO_TTY = "无交互输入，默认拒绝。";
+/** Chapter 3 prints every final decision: a shell call refused for want of a TTY is the notice, then its audit line. */
+const NO_TTY_DENIAL = `${NO_TTY}\n[Permission] shell: deny (terminal-approval) - No interactive approval input was available`;
+const REASON = "Shell execution requires approval";
+const askLines = (command: string): string =>
+  [`工具调用需要批准: shell`, `原因: ${REASON}`, `参数: {"command":"${command}"}`, "允许本次调用? [y/N] "].join("\n");
+const MISSING_ALL = "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n";
 
-/** A writable that keeps everything written to it as text, synchronously. */
+const SHELL_TOOL = {
+  type: "function",
+  function: {
+    name: "shell",
+    description: "Run a PowerShell command in the current workspace.",
+    parameters: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      properties: { command: { type: "string", minLength: 1 } },
+      required: ["command"],
+      additionalProperties: false,
+    },
+  },
+};
+
+/** Chapter 2 offers chapter 1's shell, then the four file tools. */
+const TOOLS = [SHELL_TOOL, ...FILE_TOOLS];
+
 const lines = (text: string): string[] => text.split("\n").filter((line) => line !== "");
 
 const folders: string[] = [];
@@ -46,15 +65,17 @@ afterEach(async () => {
 });
 
 async function tempFolder(): Promise<string> {
-  const folder = realpathSync(await mkdtemp(join(tmpdir(), `${ENTRY.name}-cli-`)));
+  const folder = realpathSync(await mkdtemp(join(tmpdir(), "ch01-cli-")));
   folders.push(folder);
   return folder;
 }
 
-/** A loopback model that asks for `Get-ChildItem` once, then answers `FINAL`. */
-async function listThenAnswer(): Promise<LoopbackOpenAI> {
-  const server = await startLoopbackOpenAI((_body, index) =>
-    index === 0 ? { json: completion({ toolCalls: [LIST] }) } : { json: completion({ content: FINAL }) },
+/** A loopback model that, in every run, asks for `call` once and then answers `final`. */
+async function callThenAnswer(call = LIST, final = FINAL): Promise<LoopbackOpenAI> {
+  const server = await startLoopbackOpenAI((body) =>
+    (body as { messages: { role: string }[] }).messages.some((message) => message.role === "tool")
+      ? { json: completion({ content: final }) }
+      : { json: completion({ toolCalls: [call] }) },
   );
   servers.push(server);
   return server;
@@ -66,29 +87,36 @@ interface Run {
   readonly stderr: string;
 }
 
-async function cli(
-  argv: readonly string[],
-  options: { env?: CliIO["env"]; cwd?: string; stdin?: string; stdinIsTTY?: boolean } = {},
-): Promise<Run> {
+interface CliOptions {
+  /** How the reader started us: `ch03` (the default) for the fixed entry, `null` for the unified one. */
+  readonly entry?: string | null;
+  readonly env?: CliIO["env"];
+  readonly cwd?: string;
+  readonly stdin?: string;
+  readonly stdinIsTTY?: boolean;
+}
+
+/** `runCli(argv)` in this process, with its own streams, folder and environment (nothing from ours). */
+async function runIn(argv: readonly string[], options: CliOptions = {}): Promise<Run> {
   const stdin = new PassThrough();
   if (options.stdin !== undefined) stdin.end(options.stdin);
   const stdout = new Sink();
   const stderr = new Sink();
-  const code = await runCli(
-    argv,
-    {
-      env: options.env ?? {},
-      cwd: options.cwd ?? (await tempFolder()),
-      stdin,
-      stdinIsTTY: options.stdinIsTTY ?? false,
-      stdout,
-      stderr,
-      stderrIsTTY: false,
-    },
-    ENTRY,
-  );
+  const io: CliIO = {
+    env: options.env ?? {},
+    cwd: options.cwd ?? (await tempFolder()),
+    stdin,
+    stdinIsTTY: options.stdinIsTTY ?? false,
+    stdout,
+    stderr,
+    stderrIsTTY: false,
+  };
+  const code = await runCli(argv, io, options.entry === null ? undefined : (options.entry ?? "ch03"));
   return { code, stdout: stdout.text, stderr: stderr.text };
 }
+
+/** The chapter 3 entry with the reader's `args`, as `npm run ch03 -- …` runs it. */
+const cli = (args: readonly string[], options: CliOptions = {}): Promise<Run> => runIn([...RUN, ...args], options);
 
 /** The environment of a correctly configured run against `server`. */
 const envFor = (server: LoopbackOpenAI): CliIO["env"] => ({
@@ -97,156 +125,299 @@ const envFor = (server: LoopbackOpenAI): CliIO["env"] => ({
   OPENAI_MODEL: "loopback-model",
 });
 
-describe("runCli configuration errors", () => {
-  it("--help prints the usage on stdout and exits 0 without contacting the model", async () => {
-    const server = await listThenAnswer();
+const wireCall = { id: LIST.id, type: "function", function: { name: LIST.name, arguments: LIST.arguments } };
+
+/** The second request of a `LIST` run whose call was refused, as the provider receives it. */
+function deniedSecondRequest(model: string, prompt: string, refusal = DENIED): unknown {
+  return {
+    model,
+    messages: [
+      { role: "system", content: SYSTEM_PROMPT },
+      { role: "user", content: prompt },
+      { role: "assistant", content: null, tool_calls: [wireCall] },
+      { role: "tool", tool_call_id: LIST.id, content: refusal },
+    ],
+    tools: TOOLS,
+  };
+}
+
+describe("runCli arguments", () => {
+  it("--help prints the entry's usage on stdout and exits 0 without contacting the model", async () => {
+    const server = await callThenAnswer();
     const run = await cli(["--help"], { env: envFor(server) });
-    expect(run).toEqual({ code: 0, stdout: helpText(ENTRY.name, ENTRY.title), stderr: "" });
-    expect(run.stdout).toContain(`用法: npm run ${ENTRY.name} -- [选项]`);
+    expect(run).toStrictEqual({ code: 0, stdout: helpText("ch03"), stderr: "" });
+    expect(run.stdout.split("\n")[0]).toBe("用法: npm run ch03 -- --prompt <text> [选项]");
     expect(server.requests).toHaveLength(0);
   });
 
-  it("an unknown flag exits 2 with one line starting 配置错误: and never contacts the model", async () => {
-    const server = await listThenAnswer();
-    const run = await cli(["--prompt", "hi", "--bogus"], { env: envFor(server) });
-    expect(run.code).toBe(2);
-    expect(run.stdout).toBe("");
-    expect(lines(run.stderr)).toHaveLength(1);
-    expect(run.stderr).toMatch(/^配置错误: Unknown option '--bogus'.*; see --help\n$/);
+  it("--help of the unified entry shows run --chapter", async () => {
+    const run = await runIn(["--help"], { entry: null });
+    expect(run.code).toBe(0);
+    expect(run.stdout.split("\n")[0]).toBe("用法: npm run agent-tutorial -- run --chapter <n> --prompt <text> [选项]");
+  });
+
+  it.each<[string, string[], string]>([
+    ["an unknown flag", [...RUN, "--prompt", "hi", "--bogus"], "运行失败: Unknown argument: --bogus"],
+    ["a stray word", [...RUN, "--prompt", "hi", "stray"], "运行失败: Unknown argument: stray"],
+    ["no --chapter", ["run", "--prompt", "hi"], "运行失败: Both --chapter and --prompt are required"],
+    ["no --prompt", [...RUN], "运行失败: Both --chapter and --prompt are required"],
+    ["no command at all", [], "运行失败: Expected command: run"],
+    ["options without run", ["--chapter", "1", "--prompt", "hi"], "运行失败: Expected command: run"],
+    ["another command", ["start", "--chapter", "1", "--prompt", "hi"], "运行失败: Expected command: run"],
+    ["an option without its value", [...RUN, "--prompt"], "运行失败: Missing value for --prompt"],
+    ["an option given twice", [...RUN, "-p", "a", "--prompt", "b"], "运行失败: Argument given twice: --prompt"],
+    [
+      "a chapter this snapshot does not have",
+      ["run", "--chapter", "4", "--prompt", "hi"],
+      "运行失败: No profile for chapter 4; this snapshot knows chapters 1, 2, 3",
+    ],
+    [
+      "a chapter that is not a number",
+      ["run", "--chapter", "one", "--prompt", "hi"],
+      '运行失败: --chapter must be a whole number from 1 to 99, not "one"',
+    ],
+  ])("%s is one 运行失败 line and exit 1, and the model is never contacted", async (_name, argv, line) => {
+    const server = await callThenAnswer();
+    expect(await runIn(argv, { env: envFor(server) })).toStrictEqual({ code: 1, stdout: "", stderr: `${line}\n` });
     expect(server.requests).toHaveLength(0);
   });
 
-  it.each(["abc", "0", "-1", "1.5", "1001", ""])("--max-turns %j exits 2 with one line", async (value) => {
-    const server = await listThenAnswer();
+  it.each(["abc", "0", "-1", "1.5", "1001", ""])("--max-turns=%j is one 运行失败 line and exit 1", async (value) => {
+    const server = await callThenAnswer();
     const run = await cli(["--prompt", "hi", `--max-turns=${value}`], { env: envFor(server) });
-    expect(run).toEqual({
-      code: 2,
+    expect(run).toStrictEqual({
+      code: 1,
       stdout: "",
-      stderr: `配置错误: --max-turns must be a whole number from 1 to 1000, not "${value}"\n`,
+      stderr: `运行失败: --max-turns must be a whole number from 1 to 1000, not "${value}"\n`,
     });
     expect(server.requests).toHaveLength(0);
   });
 
-  it.each([undefined, "", "   "])("OPENAI_API_KEY %j exits 2 with one line naming it, and no request", async (key) => {
-    const server = await listThenAnswer();
-    const env = { ...envFor(server), OPENAI_API_KEY: key };
-    const run = await cli(["--prompt", "hi"], { env });
-    expect(run).toEqual({
+  it.each<[string, (cwd: string) => Promise<void>]>([
+    ["does not exist", () => Promise.resolve()],
+    ["is a file", (cwd) => writeFile(join(cwd, "missing"), "x")],
+  ])("a --workspace that %s is one 运行失败 line and exit 1, with no request", async (_name, prepare) => {
+    const server = await callThenAnswer();
+    const cwd = await tempFolder();
+    await prepare(cwd);
+    const run = await cli(["--prompt", "hi", "--workspace", "missing"], { env: envFor(server), cwd });
+    expect(run).toStrictEqual({
+      code: 1,
+      stdout: "",
+      stderr: `运行失败: workspace ${join(cwd, "missing")} is not an existing folder; pass --workspace <dir>\n`,
+    });
+    expect(server.requests).toHaveLength(0);
+  });
+});
+
+describe("runCli settings", () => {
+  it("with no settings anywhere, names all three in one 配置错误 line and exits 2", async () => {
+    expect(await cli(["--prompt", "hi"])).toStrictEqual({ code: 2, stdout: "", stderr: MISSING_ALL });
+  });
+
+  it.each(["OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"])(
+    "a blank %s is named alone, exit 2, and nothing is sent",
+    async (name) => {
+      const server = await callThenAnswer();
+      const run = await cli(["--prompt", "hi"], { env: { ...envFor(server), [name]: "  " } });
+      expect(run).toStrictEqual({ code: 2, stdout: "", stderr: `配置错误: Missing required settings: ${name}\n` });
+      expect(server.requests).toHaveLength(0);
+    },
+  );
+
+  it("a base URL ending in /chat/completions is a missing OPENAI_BASE_URL, with the hint on an indented line", async () => {
+    const server = await callThenAnswer();
+    const url = `${server.baseURL}/chat/completions`;
+    const run = await cli(["--prompt", "hi"], { env: { ...envFor(server), OPENAI_BASE_URL: url } });
+    expect(run).toStrictEqual({
       code: 2,
       stdout: "",
       stderr:
-        "配置错误: OPENAI_API_KEY is not set: put it in .env or the environment (see README, Providers), or try --demo without a key\n",
+        "配置错误: Missing required settings: OPENAI_BASE_URL\n" +
+        `  OPENAI_BASE_URL="${url}" must not end in /chat/completions (the SDK adds it), e.g. https://api.openai.com/v1\n`,
     });
     expect(server.requests).toHaveLength(0);
   });
 
-  it("a missing --prompt exits 2 with one line", async () => {
-    const server = await listThenAnswer();
-    const run = await cli([], { env: envFor(server) });
-    expect(run).toEqual({
+  it("reads .env from the folder npm was run from (INIT_CWD), not the current folder", async () => {
+    const server = await callThenAnswer();
+    const [initCwd, cwd] = [await tempFolder(), await tempFolder()];
+    await writeFile(
+      join(initCwd, ".env"),
+      `OPENAI_BASE_URL=${server.baseURL}\nOPENAI_API_KEY=key-from-init-cwd\nOPENAI_MODEL=model-from-init-cwd\n`,
+    );
+    await writeFile(join(cwd, ".env"), "OPENAI_MODEL=model-from-cwd\n");
+    const run = await cli(["--prompt", "List the files"], { env: { INIT_CWD: initCwd }, cwd });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: `${FINAL}\n`,
+      stderr: `→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
+    });
+    expect(server.requests[1]).toStrictEqual(deniedSecondRequest("model-from-init-cwd", "List the files"));
+    expect(server.headers[0]?.authorization).toBe("Bearer key-from-init-cwd");
+  });
+
+  it("without INIT_CWD reads .env from the current folder", async () => {
+    const server = await callThenAnswer();
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, ".env"), `OPENAI_BASE_URL=${server.baseURL}\nOPENAI_API_KEY=k\nOPENAI_MODEL=from-cwd\n`);
+    const run = await cli(["--prompt", "List the files"], { cwd });
+    expect(run.code).toBe(0);
+    expect(server.requests[1]).toStrictEqual(deniedSecondRequest("from-cwd", "List the files"));
+  });
+
+  it("reads a .env that Windows PowerShell 5.1 wrote as UTF-16LE", async () => {
+    const server = await callThenAnswer();
+    const cwd = await tempFolder();
+    const text = `OPENAI_BASE_URL=${server.baseURL}\r\nOPENAI_API_KEY=k\r\nOPENAI_MODEL=模型-utf16\r\n`;
+    await writeFile(join(cwd, ".env"), Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, "utf16le")]));
+    const run = await cli(["--prompt", "List the files"], { env: { INIT_CWD: cwd } });
+    expect(run.code).toBe(0);
+    expect(server.requests[1]).toStrictEqual(deniedSecondRequest("模型-utf16", "List the files"));
+  });
+
+  it("a .env in neither UTF-8 nor UTF-16 is a 配置错误 with a hint, exit 2", async () => {
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, ".env"), Buffer.from("OPENAI_MODEL=caf\xe9\n", "latin1"));
+    expect(await cli(["--prompt", "hi"], { env: { INIT_CWD: cwd } })).toStrictEqual({
       code: 2,
       stdout: "",
-      stderr: "配置错误: --prompt is required (or use --demo); see --help\n",
+      stderr:
+        `配置错误: ${join(cwd, ".env")} is neither UTF-8 nor UTF-16 text\n` +
+        "  save it as UTF-8: in PowerShell, Set-Content .env -Encoding utf8 -Value ..., or in Notepad choose UTF-8\n",
     });
-    expect(server.requests).toHaveLength(0);
   });
 
-  it("an OPENAI_BASE_URL that is not a URL exits 2 with one line", async () => {
-    const run = await cli(["--prompt", "hi"], { env: { OPENAI_API_KEY: "test-key", OPENAI_BASE_URL: "not a url" } });
-    expect(run).toEqual({ code: 2, stdout: "", stderr: '配置错误: OPENAI_BASE_URL is not a URL: "not a url"\n' });
-  });
-
-  it("a --workspace that does not exist exits 2 with one line and no request", async () => {
-    const server = await listThenAnswer();
+  it("a variable in the environment wins over the same one in .env, and --model wins over both", async () => {
+    const server = await callThenAnswer();
     const cwd = await tempFolder();
-    const run = await cli(["--prompt", "hi", "--workspace", "missing"], { env: envFor(server), cwd });
-    expect(run).toEqual({
-      code: 2,
-      stdout: "",
-      stderr: `配置错误: workspace ${join(cwd, "missing")} is not an existing folder; pass --workspace <dir>\n`,
-    });
-    expect(server.requests).toHaveLength(0);
-  });
-
-  it("a --workspace that is a file exits 2", async () => {
-    const server = await listThenAnswer();
-    const cwd = await tempFolder();
-    await writeFile(join(cwd, "file.txt"), "x");
-    const run = await cli(["--prompt", "hi", "--workspace", "file.txt"], { env: envFor(server), cwd });
-    expect(run.code).toBe(2);
-    expect(lines(run.stderr)).toEqual([
-      `配置错误: workspace ${join(cwd, "file.txt")} is not an existing folder; pass --workspace <dir>`,
+    await writeFile(
+      join(cwd, ".env"),
+      `OPENAI_BASE_URL=http://127.0.0.1:1/v1\nOPENAI_API_KEY=file-key\nOPENAI_MODEL=file-model\n`,
+    );
+    const env = { INIT_CWD: cwd, OPENAI_BASE_URL: server.baseURL, OPENAI_MODEL: "env-model" };
+    expect((await cli(["--prompt", "a"], { env })).code).toBe(0);
+    expect((await cli(["--prompt", "b", "--model", "flag-model"], { env })).code).toBe(0);
+    expect(server.requests.map((request) => (request as { model: string }).model)).toEqual([
+      "env-model",
+      "env-model",
+      "flag-model",
+      "flag-model",
     ]);
-    expect(server.requests).toHaveLength(0);
+    expect(server.headers[0]?.authorization).toBe("Bearer file-key");
+  });
+
+  it("--base-url wins over OPENAI_BASE_URL", async () => {
+    const server = await callThenAnswer();
+    const env = { ...envFor(server), OPENAI_BASE_URL: "http://127.0.0.1:1/v1" };
+    const run = await cli(["--prompt", "List the files", "--base-url", server.baseURL], { env });
+    expect(run.code).toBe(0);
+    expect(server.requests).toHaveLength(2);
   });
 
   it("a configuration error writes no transcript", async () => {
     const cwd = await tempFolder();
     const run = await cli(["--prompt", "hi", "--transcript", "run.json"], { cwd });
-    expect(run.code).toBe(2);
+    expect(run).toStrictEqual({ code: 2, stdout: "", stderr: MISSING_ALL });
     expect(existsSync(join(cwd, "run.json"))).toBe(false);
   });
 });
 
 describe("runCli against a loopback model", () => {
-  it("on a terminal, asks with the exact approval lines and sends a refusal back as permission_denied", async () => {
-    const server = await listThenAnswer();
+  it("without a terminal refuses the call with 无交互输入，默认拒绝。 and tells the model permission_denied", async () => {
+    const server = await callThenAnswer();
     const workspace = await tempFolder();
-    const run = await cli(["--prompt", "List the files", "--workspace", workspace], {
-      env: envFor(server),
-      stdin: "n\n",
-      stdinIsTTY: true,
-    });
-    expect(run).toEqual({
+    const run = await cli(["--prompt", "List the files", "--workspace", workspace], { env: envFor(server) });
+    expect(run).toStrictEqual({
       code: 0,
       stdout: `${FINAL}\n`,
-      stderr: `→ shell {"command":"Get-ChildItem"}\n${ASK_LINES}[Permission] shell: deny (user) - Denied by the user\n  ✗ denied\n`,
+      stderr: `→ shell {"command":"Get-ChildItem"}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
     });
-    expect(server.requests).toHaveLength(2);
-    expect(server.requests[1]).toMatchObject({
-      model: "loopback-model",
-      messages: [
-        { role: "system" },
-        { role: "user", content: "List the files" },
-        { role: "assistant" },
-        toolMessage(DENIED_BY_USER),
-      ],
-    });
+    expect(server.requests).toStrictEqual([
+      {
+        model: "loopback-model",
+        messages: [
+          { role: "system", content: SYSTEM_PROMPT },
+          { role: "user", content: "List the files" },
+        ],
+        tools: TOOLS,
+      },
+      deniedSecondRequest("loopback-model", "List the files"),
+    ]);
   });
 
-  it("writes --transcript relative to the folder npm was run from, with paired messages", async () => {
-    const server = await listThenAnswer();
-    const cwd = await tempFolder();
-    const initCwd = await tempFolder();
+  it("on a terminal asks with the exact approval lines and sends an n back as permission_denied", async () => {
+    const server = await callThenAnswer();
+    const run = await cli(["--prompt", "List the files"], { env: envFor(server), stdin: "n\n", stdinIsTTY: true });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: `${FINAL}\n`,
+      stderr: `→ shell {"command":"Get-ChildItem"}\n${askLines("Get-ChildItem")}[Permission] shell: deny (user) - Denied by the user\n  ✗ denied\n`,
+    });
+    expect(server.requests[1]).toStrictEqual(deniedSecondRequest("loopback-model", "List the files", DENIED_BY_USER));
+  });
+
+  it("--quiet prints only the answer and no progress, but keeps the audit, and the refusal still reaches the model", async () => {
+    const server = await callThenAnswer();
+    const run = await cli(["--prompt", "List the files", "--quiet"], { env: envFor(server) });
+    expect(run).toStrictEqual({ code: 0, stdout: `${FINAL}\n`, stderr: `${NO_TTY_DENIAL}\n` });
+    expect(server.requests[1]).toStrictEqual(deniedSecondRequest("loopback-model", "List the files"));
+  });
+
+  it.skipIf(powershell === undefined)(
+    "on a terminal, a y runs the command in real PowerShell and Write-Output 42 reaches the model as 42",
+    async () => {
+      const call = { id: "call_abc123", name: "shell", arguments: '{"command":"Write-Output 42"}' };
+      const server = await callThenAnswer(call, "命令执行成功，输出是 42。");
+      const workspace = await tempFolder();
+      const run = await cli(["--prompt", "运行 Write-Output 42，并告诉我结果", "--workspace", workspace], {
+        env: envFor(server),
+        stdin: "y\n",
+        stdinIsTTY: true,
+      });
+      expect(run).toStrictEqual({
+        code: 0,
+        stdout: "命令执行成功，输出是 42。\n",
+        stderr: `→ shell {"command":"Write-Output 42"}\n${askLines("Write-Output 42")}[Permission] shell: allow (user) - Approved by the user\n  ✓ ok\n`,
+      });
+      expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
+        role: "tool",
+        tool_call_id: "call_abc123",
+        content: "42",
+      });
+    },
+  );
+
+  it("writes --transcript relative to the folder npm was run from, in Chat Completions form", async () => {
+    const server = await callThenAnswer();
+    const [cwd, initCwd] = [await tempFolder(), await tempFolder()];
     const run = await cli(["--prompt", "List the files", "--workspace", cwd, "--transcript", "run.json"], {
       env: { ...envFor(server), INIT_CWD: initCwd },
       cwd,
     });
     expect(run.code).toBe(0);
     expect(existsSync(join(cwd, "run.json"))).toBe(false);
-    const transcript = await readTranscriptFile(join(initCwd, "run.json"));
-    expect(transcript.chapter).toBe(ENTRY.profile.chapter);
-    expect(() => validateToolPairing(transcript.messages)).not.toThrow();
-    expect(transcript.messages.slice(1)).toEqual([
-      { role: "user", content: "List the files" },
-      { role: "assistant", content: null, tool_calls: [toolCall()] },
-      toolMessage(),
-      { role: "assistant", content: FINAL },
-    ]);
+    const expected = {
+      chapter: 3,
+      messages: [
+        { role: "user", content: "List the files" },
+        { role: "assistant", content: null, tool_calls: [wireCall] },
+        { role: "tool", tool_call_id: LIST.id, content: DENIED },
+        { role: "assistant", content: FINAL },
+      ],
+    };
+    expect(await readFile(join(initCwd, "run.json"), "utf8")).toBe(`${JSON.stringify(expected, null, 2)}\n`);
   });
 
   it("a transcript that cannot be written is one clear line and exit 1, after the answer", async () => {
-    const server = await listThenAnswer();
+    const server = await callThenAnswer();
     const cwd = await tempFolder();
     const path = join(cwd, "no-such-folder", "run.json");
-    const run = await cli(["--prompt", "List the files", "--workspace", cwd, "--transcript", path], {
-      env: envFor(server),
-      cwd,
-    });
+    const run = await cli(["--prompt", "List the files", "--transcript", path], { env: envFor(server), cwd });
     expect(run.code).toBe(1);
     expect(run.stdout).toBe(`${FINAL}\n`);
-    expect(lines(run.stderr).at(-1)).toMatch(
-      new RegExp(`^运行失败: cannot write the transcript to ${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: ENOENT`),
+    expect(lines(run.stderr).at(-1)).toBe(
+      `运行失败: cannot write the transcript to ${path}: ENOENT: no such file or directory, open '${path}'`,
     );
   });
 
@@ -257,57 +428,205 @@ describe("runCli against a loopback model", () => {
     servers.push(server);
     const cwd = await tempFolder();
     const run = await cli(["--prompt", "List the files", "--transcript", "run.json"], { env: envFor(server), cwd });
-    expect(run.code).toBe(1);
-    expect(run.stdout).toBe("");
-    expect(lines(run.stderr).at(-1)).toBe("运行失败: The model provider answered HTTP 400: 400 bad request");
-    const transcript = await readTranscriptFile(join(cwd, "run.json"));
-    expect(() => validateToolPairing(transcript.messages)).not.toThrow();
-    expect(transcript.messages.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool"]);
-  });
-
-  it("--replay with fewer assistant turns than the run needs exits 1 and needs no API key", async () => {
-    const cwd = await tempFolder();
-    const replay = join(cwd, "replay.json");
-    await writeFile(replay, JSON.stringify({ chapter: 1, messages: recordedRun() }));
-    const run = await cli(["--prompt", "List the files", "--replay", replay], { env: {}, cwd });
-    expect(run).toEqual({
+    expect(run).toStrictEqual({
       code: 1,
       stdout: "",
-      stderr: [
-        '→ shell {"command":"Get-ChildItem"}',
-        "(没有交互式终端, 无法询问, 已拒绝: shell)",
-        "[Permission] shell: deny (terminal-approval) - No interactive terminal to ask for approval",
-        "  ✗ denied",
-        "运行失败: The replay has no assistant turn 2; it recorded 1",
-        "",
-      ].join("\n"),
+      stderr: `→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n运行失败: The model provider answered HTTP 400: 400 bad request\n`,
+    });
+    expect(JSON.parse(await readFile(join(cwd, "run.json"), "utf8"))).toStrictEqual({
+      chapter: 3,
+      messages: [
+        { role: "user", content: "List the files" },
+        { role: "assistant", content: null, tool_calls: [wireCall] },
+        { role: "tool", tool_call_id: LIST.id, content: DENIED },
+      ],
+    });
+  });
+
+  it("a run that fails before any reply writes only the prompt", async () => {
+    const server = await startLoopbackOpenAI(() => ({ json: apiError("down"), status: 503 }));
+    servers.push(server);
+    const cwd = await tempFolder();
+    const run = await cli(["--prompt", "hi", "--transcript", "run.json"], { env: envFor(server), cwd });
+    expect(run.code).toBe(1);
+    expect(JSON.parse(await readFile(join(cwd, "run.json"), "utf8"))).toStrictEqual({
+      chapter: 3,
+      messages: [{ role: "user", content: "hi" }],
+    });
+  });
+});
+
+describe("runCli with chapter 3's policy over the file tools", () => {
+  const WRITE = { id: "call_w", name: "write_file", arguments: '{"path":"notes/a.txt","content":"hi\\n"}' };
+  const ESCAPE = { id: "call_x", name: "write_file", arguments: '{"path":"../outside.txt","content":"leak"}' };
+  const askWrite = [
+    "工具调用需要批准: write_file",
+    "原因: File writes require explicit approval from chapter 3 onward",
+    `参数: ${WRITE.arguments}`,
+    "允许本次调用? [y/N] ",
+  ].join("\n");
+
+  it("on a terminal, a write inside the workspace is asked with the file-write rule's reason, and a y writes it", async () => {
+    const server = await callThenAnswer(WRITE, "Wrote it.");
+    const workspace = await tempFolder();
+    const run = await cli(["--prompt", "Write a note", "--workspace", workspace], {
+      env: envFor(server),
+      stdin: "y\n",
+      stdinIsTTY: true,
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: "Wrote it.\n",
+      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: allow (user) - Approved by the user\n  ✓ ok\n`,
+    });
+    expect(await readFile(join(workspace, "notes", "a.txt"), "utf8")).toBe("hi\n");
+    expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
+      role: "tool",
+      tool_call_id: "call_w",
+      content: "Created notes/a.txt (3 bytes)",
+    });
+  });
+
+  it("on a terminal, an n refuses the write: nothing is written and the model is told", async () => {
+    const server = await callThenAnswer(WRITE, "Not written.");
+    const workspace = await tempFolder();
+    const run = await cli(["--prompt", "Write a note", "--workspace", workspace], {
+      env: envFor(server),
+      stdin: "n\n",
+      stdinIsTTY: true,
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: "Not written.\n",
+      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: deny (user) - Denied by the user\n  ✗ denied\n`,
+    });
+    expect(await readdir(workspace)).toEqual([]);
+    expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
+      role: "tool",
+      tool_call_id: "call_w",
+      content: DENIED_BY_USER,
+    });
+  });
+
+  it("a write outside the workspace is a hard deny even on a terminal: no question, the model is told, nothing written", async () => {
+    const server = await callThenAnswer(ESCAPE, "I may not write there.");
+    const root = await tempFolder();
+    const workspace = join(root, "ws");
+    await mkdir(workspace);
+    const run = await cli(["--prompt", "Write outside", "--workspace", workspace], {
+      env: envFor(server),
+      stdin: "y\n",
+      stdinIsTTY: true,
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: "I may not write there.\n",
+      stderr: `→ write_file ${ESCAPE.arguments}\n[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden\n  ✗ denied\n`,
+    });
+    expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
+      role: "tool",
+      tool_call_id: "call_x",
+      content: "Error [permission_denied]: Writing outside the workspace is forbidden",
+    });
+    expect(existsSync(join(root, "outside.txt"))).toBe(false);
+    expect(await readdir(workspace)).toEqual([]);
+  });
+
+  it("run --chapter 1 in this snapshot is still chapter 1: the model is offered only shell, and nothing is audited", async () => {
+    const server = await callThenAnswer();
+    const run = await runIn(["run", "--chapter", "1", "--prompt", "List the files"], {
+      entry: null,
+      env: envFor(server),
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: `${FINAL}\n`,
+      stderr: `→ shell ${LIST.arguments}\n${NO_TTY}\n  ✗ denied\n`,
+    });
+    expect(server.requests.map((request) => (request as { tools: unknown }).tools)).toStrictEqual([
+      [SHELL_TOOL],
+      [SHELL_TOOL],
+    ]);
+  });
+});
+
+describe("runCli --replay", () => {
+  /** A recorded run: one shell call, its result, and the final answer. */
+  const recording = (final: boolean): unknown => ({
+    chapter: 1,
+    messages: [
+      { role: "user", content: "List the files" },
+      { role: "assistant", content: null, tool_calls: [wireCall] },
+      { role: "tool", tool_call_id: LIST.id, content: "README.md" },
+      ...(final ? [{ role: "assistant", content: "Replayed answer." }] : []),
+    ],
+  });
+
+  it("replays a recording without --prompt and without any setting", async () => {
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, "replay.json"), JSON.stringify(recording(true)));
+    expect(await cli(["--replay", "replay.json"], { cwd })).toStrictEqual({
+      code: 0,
+      stdout: "Replayed answer.\n",
+      stderr: `→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
+    });
+  });
+
+  it("replays a transcript that --transcript wrote, and contacts no model", async () => {
+    const server = await callThenAnswer();
+    const cwd = await tempFolder();
+    await cli(["--prompt", "List the files", "--transcript", "run.json"], { env: envFor(server), cwd });
+    const replay = await cli(["--replay", "run.json"], { cwd });
+    expect(replay).toStrictEqual({
+      code: 0,
+      stdout: `${FINAL}\n`,
+      stderr: `→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
+    });
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it("with fewer assistant turns than the run needs, exits 1 naming the missing turn", async () => {
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, "replay.json"), JSON.stringify(recording(false)));
+    expect(await cli(["--replay", join(cwd, "replay.json")], { cwd })).toStrictEqual({
+      code: 1,
+      stdout: "",
+      stderr: `→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n运行失败: The replay has no assistant turn 2; it recorded 1\n`,
     });
   });
 
   // `npm run` changes the folder to the repository root: a file recorded with --transcript from a
   // subfolder must be found again by --replay under the same relative name.
-  it("--replay resolves a relative path against the same folder as --transcript", async () => {
+  it("resolves a relative path against the same folder as --transcript (INIT_CWD)", async () => {
+    const [cwd, initCwd] = [await tempFolder(), await tempFolder()];
+    await writeFile(join(initCwd, "replay.json"), JSON.stringify(recording(true)));
+    const run = await cli(["--replay", "replay.json"], { env: { INIT_CWD: initCwd }, cwd });
+    expect(run.stdout).toBe("Replayed answer.\n");
+    expect(run.code).toBe(0);
+  });
+
+  it("a recording that cannot be read is a 配置错误, exit 2", async () => {
     const cwd = await tempFolder();
-    await writeFile(join(cwd, "replay.json"), JSON.stringify({ chapter: 1, messages: recordedRun() }));
-    const run = await cli(["--prompt", "List the files", "--replay", "replay.json"], { env: {}, cwd });
-    expect(lines(run.stderr).at(-1)).toBe("运行失败: The replay has no assistant turn 2; it recorded 1");
-    expect(run.code).toBe(1);
+    await mkdir(join(cwd, "sub"));
+    await writeFile(join(cwd, "sub", "bad.json"), JSON.stringify({ chapter: 1 }));
+    expect(await cli(["--replay", "sub/bad.json"], { cwd })).toStrictEqual({
+      code: 2,
+      stdout: "",
+      stderr: `配置错误: transcript ${join(cwd, "sub", "bad.json")} has no "messages" array\n`,
+    });
   });
 });
 
 describe("TerminalApprovalProvider", () => {
-  const registry = new ToolRegistry();
-  registry.register(shellTool(new RecordingCommandRunner()));
-  const prepared = registry.prepare({
-    id: "c1",
-    type: "function",
-    function: { name: "shell", arguments: '{"command":"Get-ChildItem"}' },
-  }) as ValidToolCall;
-  const request = new PermissionRequest({ prepared, context: { workspace: "/ws", identity: "test" } });
-  const pending = new PermissionDecision("ask", "Shell execution requires approval", "shell-default");
+  const prepared = createChapterOneTools(new FakeCommandRunner()).prepare(
+    toolCall("call_1", "shell", '{"command":"Get-ChildItem"}'),
+  );
+  if (prepared.error !== undefined) throw new Error(prepared.error.content);
+  const context = { workspace: "/ws", identity: "user" };
+  const request = new PermissionRequest({ prepared, context });
+  const pending = new PermissionDecision("ask", REASON, "shell-default");
   const ALLOWED = new PermissionDecision("allow", "Approved by the user", "user");
   const REFUSED = new PermissionDecision("deny", "Denied by the user", "user");
-  const NO_TTY = new PermissionDecision("deny", "No interactive terminal to ask for approval", "terminal-approval");
 
   function provider(isTTY: boolean): { input: PassThrough; output: Sink; approval: TerminalApprovalProvider } {
     const input = new PassThrough();
@@ -323,10 +642,11 @@ describe("TerminalApprovalProvider", () => {
   it("without a TTY on stdin refuses without asking and never reads stdin", async () => {
     const { input, output, approval } = provider(false);
     input.write("y\n");
-    expect(await approval.requestApproval(request, pending)).toEqual(NO_TTY);
+    expect(await approval.requestApproval(request, pending)).toStrictEqual(
+      new PermissionDecision("deny", "No interactive approval input was available", "terminal-approval"),
+    );
     approval.close();
-    expect(output.text).toBe("(没有交互式终端, 无法询问, 已拒绝: shell)\n");
-    expect(output.text).not.toContain("允许本次调用?");
+    expect(output.text).toBe(`${NO_TTY}\n`);
     expect(input.readableFlowing).toBeNull();
   });
 
@@ -334,9 +654,33 @@ describe("TerminalApprovalProvider", () => {
     const { input, output, approval } = provider(true);
     const answer = approval.requestApproval(request, pending);
     input.write("y\n");
-    expect(await answer).toEqual(ALLOWED);
+    expect(await answer).toStrictEqual(ALLOWED);
     approval.close();
-    expect(output.text).toBe(ASK_LINES);
+    expect(output.text).toBe(askLines("Get-ChildItem"));
+  });
+
+  it("shows control characters from the model as escapes instead of sending them to the terminal", async () => {
+    const { input, output, approval } = provider(true);
+    input.end("n\n");
+    // The registry refuses such a name, so only a forged request can carry one; the provider must not trust it either.
+    const forged: ValidToolCall = {
+      ...prepared,
+      definition: { ...prepared.definition, name: "shell\u001b[2J" },
+      arguments: { command: "\u009b2Jrm -r ." },
+    };
+    const hostile = new PermissionRequest({ prepared: forged, context });
+    expect(await approval.requestApproval(hostile, new PermissionDecision("ask", "\u001b[8m", "rule"))).toStrictEqual(
+      REFUSED,
+    );
+    approval.close();
+    expect(output.text).toBe(
+      [
+        "工具调用需要批准: shell\\u001b[2J",
+        "原因: \\u001b[8m",
+        '参数: {"command":"\\u009b2Jrm -r ."}',
+        "允许本次调用? [y/N] ",
+      ].join("\n"),
+    );
   });
 
   it.each(["y\n", "Y\n", "yes\n", "YES \n", " yes\n", "y\r\n"])(
@@ -344,7 +688,7 @@ describe("TerminalApprovalProvider", () => {
     async (typed) => {
       const { input, approval } = provider(true);
       input.end(typed);
-      expect(await approval.requestApproval(request, pending)).toEqual(ALLOWED);
+      expect(await approval.requestApproval(request, pending)).toStrictEqual(ALLOWED);
       approval.close();
     },
   );
@@ -354,7 +698,7 @@ describe("TerminalApprovalProvider", () => {
     async (typed) => {
       const { input, approval } = provider(true);
       input.end(typed);
-      expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
+      expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
       approval.close();
     },
   );
@@ -362,18 +706,18 @@ describe("TerminalApprovalProvider", () => {
   it("answers typed ahead in one chunk go to the questions in order", async () => {
     const { input, output, approval } = provider(true);
     input.write("y\nn\n");
-    expect(await approval.requestApproval(request, pending)).toEqual(ALLOWED);
-    expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
+    expect(await approval.requestApproval(request, pending)).toStrictEqual(ALLOWED);
+    expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
     approval.close();
-    expect(output.text).toBe(ASK_LINES + ASK_LINES);
+    expect(output.text).toBe(askLines("Get-ChildItem") + askLines("Get-ChildItem"));
   });
 
   it("after the end of input every further question is refused", async () => {
     const { input, approval } = provider(true);
     input.end("y\n");
-    expect(await approval.requestApproval(request, pending)).toEqual(ALLOWED);
-    expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
-    expect(await approval.requestApproval(request, pending)).toEqual(REFUSED);
+    expect(await approval.requestApproval(request, pending)).toStrictEqual(ALLOWED);
+    expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
+    expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
     approval.close();
   });
 });
@@ -387,9 +731,13 @@ describe("isYes", () => {
   });
 });
 
-describe(`the ${ENTRY.name} entry as a program`, () => {
-  const entryFile = fileURLToPath(new URL(`../src/chapters/${ENTRY.name}.ts`, import.meta.url));
+describe("the ch03 entry as a program", () => {
+  const entryFile = fileURLToPath(new URL("../src/chapters/ch03.ts", import.meta.url));
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+  /** Our environment without any model setting and without npm's INIT_CWD. */
+  const cleanEnv: NodeJS.ProcessEnv = Object.fromEntries(
+    Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_") && key !== "INIT_CWD"),
+  );
 
   function runEntry(args: readonly string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
     return new Promise((resolve, reject) => {
@@ -412,63 +760,29 @@ describe(`the ${ENTRY.name} entry as a program`, () => {
   }
 
   it("without a terminal denies the shell call, tells the model, and prints only the answer on stdout", async () => {
-    const server = await listThenAnswer();
-    const cwd = await tempFolder();
-    const workspace = await tempFolder();
-    const env: NodeJS.ProcessEnv = Object.fromEntries(
-      Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_") && key !== "INIT_CWD"),
-    );
+    const server = await callThenAnswer();
+    const [cwd, workspace] = [await tempFolder(), await tempFolder()];
     const run = await runEntry(
       ["--prompt", "List the files", "--workspace", workspace],
-      { ...env, ...envFor(server) },
+      { ...cleanEnv, ...envFor(server) },
       cwd,
     );
-
-    expect(run).toEqual({
+    expect(run).toStrictEqual({
       code: 0,
       stdout: `${FINAL}\n`,
-      stderr: [
-        '→ shell {"command":"Get-ChildItem"}',
-        "(没有交互式终端, 无法询问, 已拒绝: shell)",
-        "[Permission] shell: deny (terminal-approval) - No interactive terminal to ask for approval",
-        "  ✗ denied",
-        "",
-      ].join("\n"),
+      stderr: `→ shell {"command":"Get-ChildItem"}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
     });
-    expect(server.requests).toHaveLength(2);
     expect(server.headers[0]?.authorization).toBe("Bearer test-key");
-    expect(server.requests[1]).toEqual({
-      model: "loopback-model",
-      messages: [
-        { role: "system", content: expect.stringContaining(workspace) as unknown },
-        { role: "user", content: "List the files" },
-        { role: "assistant", content: null, tool_calls: [toolCall()] },
-        toolMessage(),
-      ],
-      tools: expect.any(Array) as unknown,
-    });
-    const offered = (server.requests[1] as { tools: { function: { name: string } }[] }).tools;
-    expect(offered.map((tool) => tool.function.name)).toEqual(TOOL_NAMES);
+    expect(server.requests[1]).toStrictEqual(deniedSecondRequest("loopback-model", "List the files"));
+  });
+
+  it("an argument error is 运行失败 and exit 1", async () => {
+    const run = await runEntry(["--prompt", "hi", "--bogus"], cleanEnv, await tempFolder());
+    expect(run).toStrictEqual({ code: 1, stdout: "", stderr: "运行失败: Unknown argument: --bogus\n" });
+  });
+
+  it("missing settings are 配置错误 and exit 2", async () => {
+    const run = await runEntry(["--prompt", "hi"], cleanEnv, await tempFolder());
+    expect(run).toStrictEqual({ code: 2, stdout: "", stderr: MISSING_ALL });
   });
 });
-
-function toolCall(): unknown {
-  return { id: LIST.id, type: "function", function: { name: LIST.name, arguments: LIST.arguments } };
-}
-
-function toolMessage(content = DENIED): ChatMessage {
-  return { role: "tool", tool_call_id: LIST.id, content };
-}
-
-/** A recorded run with one assistant turn: a shell call, and its answer. */
-function recordedRun(): unknown[] {
-  return [
-    { role: "user", content: "List the files" },
-    { role: "assistant", content: null, tool_calls: [toolCall()] },
-    { role: "tool", tool_call_id: LIST.id, content: "README.md" },
-  ];
-}
-
-async function readTranscriptFile(path: string): Promise<{ chapter: unknown; messages: ChatMessage[] }> {
-  return JSON.parse(await readFile(path, "utf8")) as { chapter: unknown; messages: ChatMessage[] };
-}

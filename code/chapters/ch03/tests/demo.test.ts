@@ -8,6 +8,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import { powershell } from "./support/powershell.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch03.ts", import.meta.url));
+const walkthrough = JSON.parse(readFileSync(new URL("../demo/walkthrough.json", import.meta.url), "utf8")) as {
+  messages: { role: string; content: string | null }[];
+};
+/** The walkthrough's last assistant turn: the demo's final answer. */
+const finalText = walkthrough.messages.at(-1)?.content ?? "";
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const demoRoots: string[] = [];
 
@@ -23,48 +28,68 @@ function keyless(): NodeJS.ProcessEnv {
 /** The temp workspace the demo announced on its first line; its parent is removed after the test. */
 function announcedWorkspace(output: string): string {
   const workspace = /演示工作区: (\S+)/.exec(output)?.[1];
+  // Only a folder the demo named is removed: never "." when the line is missing.
   if (workspace === undefined) throw new Error(`the demo did not say where its workspace is:\n${output}`);
   demoRoots.push(dirname(workspace));
   return workspace;
 }
 
-describe("npm run demo without a terminal", () => {
-  it("ends with exit 0 and shows allow (default), two denials for want of a TTY and the hard deny", () => {
-    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo"], {
-      env: keyless(),
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-      timeout: 60_000,
-    });
-    expect(run.status).toBe(0);
+const NO_TTY = "无交互输入，默认拒绝。";
+const GLOB_ALLOWED = "[Permission] glob: allow (default) - No permission rule blocked the request";
+const SHELL_NO_TTY = "[Permission] shell: deny (terminal-approval) - No interactive approval input was available";
+const WRITE_NO_TTY = "[Permission] write_file: deny (terminal-approval) - No interactive approval input was available";
+const HARD_DENY = "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden";
+
+function demo(args: readonly string[]) {
+  return spawnSync(process.execPath, ["--import", tsx, entry, "--demo", ...args], {
+    env: keyless(),
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    timeout: 60_000,
+  });
+}
+
+describe("the chapter 3 demo without a terminal", () => {
+  it("needs no key, audits every decision: glob allowed, the shell and the inside write denied for want of a TTY, the outside write hard-denied", () => {
+    const run = demo([]);
     const workspace = announcedWorkspace(run.stderr);
-    const audit = run.stderr.split("\n").filter((line) => line.startsWith("[Permission]"));
-    expect(audit).toEqual([
-      "[Permission] glob: allow (default) - No permission rule blocked the request",
-      "[Permission] shell: deny (terminal-approval) - No interactive terminal to ask for approval",
-      "[Permission] write_file: deny (terminal-approval) - No interactive terminal to ask for approval",
-      "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden",
-    ]);
-    expect(run.stdout.trim().startsWith("演示结束。")).toBe(true);
-    expect(run.stderr).not.toContain("允许本次调用?");
+    expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
+    expect(run.status).toBe(0);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        '→ glob {"pattern":"**/*.md"}',
+        GLOB_ALLOWED,
+        "  ✓ ok",
+        '→ shell {"command":"Get-ChildItem -Force"}',
+        NO_TTY,
+        SHELL_NO_TTY,
+        "  ✗ denied",
+        '→ write_file {"path":"chapter3-note.txt","content":"演示工作区里有一个 README.md。\\n"}',
+        NO_TTY,
+        WRITE_NO_TTY,
+        "  ✗ denied",
+        '→ write_file {"path":"../outside.txt","content":"不应该出现\\n"}',
+        HARD_DENY,
+        "  ✗ denied",
+        "",
+      ].join("\n"),
+    );
+    expect(finalText.startsWith("演示结束。")).toBe(true);
+    expect(run.stdout).toBe(`${finalText}\n`);
     // Nothing was written: not inside (the write was refused), not beside the workspace (the hard deny).
     expect(readdirSync(workspace)).toEqual(["README.md"]);
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 
   it("with --quiet prints only the answer on stdout and no progress lines, but keeps the audit", () => {
-    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", "--quiet"], {
-      env: keyless(),
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-      timeout: 60_000,
-    });
-    announcedWorkspace(run.stderr);
+    const run = demo(["--quiet"]);
+    const workspace = announcedWorkspace(run.stderr);
     expect(run.status).toBe(0);
-    expect(run.stdout.split("\n").filter(Boolean)).toHaveLength(1);
-    expect(run.stderr).not.toMatch(/^→ /m);
-    expect(run.stderr).not.toMatch(/✓|✗/);
-    expect(run.stderr.match(/^\[Permission\]/gm)).toHaveLength(4);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(run.stderr).toBe(
+      [`演示工作区: ${workspace}`, GLOB_ALLOWED, NO_TTY, SHELL_NO_TTY, NO_TTY, WRITE_NO_TTY, HARD_DENY, ""].join("\n"),
+    );
   });
 });
 
@@ -98,7 +123,7 @@ function demoUnderTerminal(answers: readonly string[]): Promise<{ code: number |
   });
 }
 
-describe.skipIf(!ptyOk)("npm run demo on a terminal", () => {
+describe.skipIf(!ptyOk)("the chapter 3 demo on a terminal", () => {
   it("answering y to the shell and y to the write runs both, each exactly once, and still hard-denies outside", async () => {
     const { code, output } = await demoUnderTerminal(["y", "y"]);
     expect(code).toBe(0);
@@ -106,10 +131,10 @@ describe.skipIf(!ptyOk)("npm run demo on a terminal", () => {
     expect(output.split("允许本次调用? [y/N]").length - 1).toBe(2);
     expect(output.match(/\[Permission\] shell: allow \(user\) - Approved by the user/g)).toHaveLength(1);
     expect(output.match(/\[Permission\] write_file: allow \(user\) - Approved by the user/g)).toHaveLength(1);
-    expect(output).toContain(
-      "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden",
-    );
+    expect(output).toContain(HARD_DENY);
+    expect(output).not.toContain(NO_TTY);
     expect(readFileSync(join(workspace, "chapter3-note.txt"), "utf8")).toBe("演示工作区里有一个 README.md。\n");
+    expect(readdirSync(workspace).sort()).toEqual(["README.md", "chapter3-note.txt"]);
     expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
   });
 
@@ -117,8 +142,10 @@ describe.skipIf(!ptyOk)("npm run demo on a terminal", () => {
     const { code, output } = await demoUnderTerminal(["y", "n"]);
     expect(code).toBe(0);
     const workspace = announcedWorkspace(output);
+    expect(output.split("允许本次调用? [y/N]").length - 1).toBe(2);
     expect(output).toContain("[Permission] shell: allow (user) - Approved by the user");
     expect(output).toContain("[Permission] write_file: deny (user) - Denied by the user");
+    expect(output).toContain(HARD_DENY);
     expect(readdirSync(workspace)).toEqual(["README.md"]);
     expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
   });

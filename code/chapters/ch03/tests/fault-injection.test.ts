@@ -4,13 +4,19 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { OpenAIChatClient } from "../src/adapters/openai-chat.js";
+import { OpenAIChatModel } from "../src/adapters/openai-chat.js";
 import { buildAgent } from "../src/bootstrap.js";
 import { runCli, type CliIO } from "../src/cli.js";
-import { AgentLimitError, AgentRunError, IncompleteModelReplyError, ModelCallError } from "../src/core/agent-errors.js";
-import { AgentRunner, type RunResult } from "../src/core/agent-runner.js";
+import {
+  AgentLimitError,
+  AgentRunError,
+  AgentRunner,
+  IncompleteModelReplyError,
+  ModelCallError,
+  type RunResult,
+} from "../src/core/loop.js";
 import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
-import type { ModelClient } from "../src/core/model-client.js";
+import type { ModelClient } from "../src/core/model.js";
 import { PermissionPolicy, type PermissionPolicyOptions } from "../src/core/permission-policy.js";
 import {
   PermissionDecision,
@@ -20,10 +26,8 @@ import {
   type AuditSink,
 } from "../src/core/permissions.js";
 import { P03 } from "../src/core/profiles.js";
-import { defineTool } from "../src/core/tool.js";
-import { ToolRegistry } from "../src/core/tool-registry.js";
-import { toolError, toolSuccess, type ToolResult } from "../src/core/tool-result.js";
-import { CountingApproval, RecordingCommandRunner } from "./support/fakes.js";
+import { ToolRegistry, toolError, toolSuccess, type ToolResult } from "../src/core/tools.js";
+import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import {
   apiError,
   completion,
@@ -35,7 +39,8 @@ import { Sink } from "./support/sink.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
 const EVALUATION_FAILED = "Error [permission_evaluation_error]: Permission evaluation failed";
-const CONTEXT = { workspace: "/nonexistent-workspace", identity: "agent-tutorial/fault-injection" };
+/** The probe tools never touch the disk, so their workspace need not exist. */
+const WORKSPACE = "/nonexistent-workspace";
 
 const folders: string[] = [];
 const servers: LoopbackOpenAI[] = [];
@@ -67,48 +72,40 @@ function probeRegistry(log: HandlerLog): ToolRegistry {
     // The misbehaving handlers return what a careless author might: the registry must not trust it.
     return Promise.resolve(result as ToolResult);
   };
-  registry.register(
-    defineTool({
-      name: "probe_read",
-      description: "read",
-      inputSchema: z.strictObject({ path: z.string() }),
-      effect: "read",
-      handler: () => ran("probe_read", toolSuccess("read ok")),
-    }),
-  );
-  registry.register(
-    defineTool({
-      name: "probe_write",
-      description: "write",
-      inputSchema: z.strictObject({ path: z.string() }),
-      effect: "write",
-      handler: () => ran("probe_write", toolSuccess("write ok")),
-    }),
-  );
-  registry.register(
-    defineTool({
-      name: "probe_exec",
-      description: "execute",
-      inputSchema: z.strictObject({ command: z.string() }),
-      effect: "execute",
-      handler: () => ran("probe_exec", toolSuccess("exec ok")),
-    }),
-  );
-  registry.register(
-    defineTool({
-      name: "throws",
-      description: "throws",
-      inputSchema: z.strictObject({ value: z.string() }),
-      effect: "read",
-      handler: ({ value }) => {
-        log.runs.push("throws");
-        if (value === "error") throw new Error("kaboom at /home/secret/stack.ts:1:1");
-        if (value === "rejects") return Promise.reject(new TypeError("kaboom rejected"));
-        // eslint-disable-next-line @typescript-eslint/only-throw-error -- a careless handler throwing a non-Error
-        throw "kaboom string";
-      },
-    }),
-  );
+  registry.register({
+    name: "probe_read",
+    description: "read",
+    inputSchema: z.strictObject({ path: z.string() }),
+    effect: "read",
+    handler: () => ran("probe_read", toolSuccess("read ok")),
+  });
+  registry.register({
+    name: "probe_write",
+    description: "write",
+    inputSchema: z.strictObject({ path: z.string() }),
+    effect: "write",
+    handler: () => ran("probe_write", toolSuccess("write ok")),
+  });
+  registry.register({
+    name: "probe_exec",
+    description: "execute",
+    inputSchema: z.strictObject({ command: z.string() }),
+    effect: "execute",
+    handler: () => ran("probe_exec", toolSuccess("exec ok")),
+  });
+  registry.register({
+    name: "throws",
+    description: "throws",
+    inputSchema: z.strictObject({ value: z.string() }),
+    effect: "read",
+    handler: ({ value }) => {
+      log.runs.push("throws");
+      if (value === "error") throw new Error("kaboom at /home/secret/stack.ts:1:1");
+      if (value === "rejects") return Promise.reject(new TypeError("kaboom rejected"));
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- a careless handler throwing a non-Error
+      throw "kaboom string";
+    },
+  });
   const junk: Record<string, unknown> = {
     object: { ok: true },
     "error without code": { content: "x", isError: true },
@@ -119,15 +116,13 @@ function probeRegistry(log: HandlerLog): ToolRegistry {
     null: null,
     string: "done",
   };
-  registry.register(
-    defineTool({
-      name: "junk",
-      description: "returns junk",
-      inputSchema: z.strictObject({ kind: z.string() }),
-      effect: "read",
-      handler: ({ kind }) => ran("junk", kind === "own error" ? toolError("custom_failure", "it broke") : junk[kind]),
-    }),
-  );
+  registry.register({
+    name: "junk",
+    description: "returns junk",
+    inputSchema: z.strictObject({ kind: z.string() }),
+    effect: "read",
+    handler: ({ kind }) => ran("junk", kind === "own error" ? toolError("custom_failure", "it broke") : junk[kind]),
+  });
   return registry;
 }
 
@@ -166,8 +161,8 @@ async function probe(
   const runner = new AgentRunner({
     model: new ScriptedModel([toolTurn(...calls), textTurn("done")]),
     tools: probeRegistry(log),
-    context: CONTEXT,
     systemPrompt: "fault injection",
+    workspace: WORKSPACE,
     maxTurns: 3,
     policy,
   });
@@ -476,14 +471,14 @@ async function loopbackAgent(
     (_body, index) => replies[index] ?? { json: apiError("no more replies"), status: 500 },
   );
   servers.push(server);
-  const model: ModelClient = new OpenAIChatClient({
+  const model: ModelClient = new OpenAIChatModel({
     apiKey: "test-key",
     model: "loopback",
     baseURL: server.baseURL,
     maxRetries: 0,
     timeoutMs: options.timeoutMs ?? 5_000,
   });
-  const runner = new RecordingCommandRunner();
+  const runner = new FakeCommandRunner();
   const approval = new CountingApproval(options.approve ?? false);
   const audit = new RecordingAudit();
   const agent = buildAgent(P03, {
@@ -497,14 +492,14 @@ async function loopbackAgent(
   return { server, agent, runner, approval, audit };
 }
 
-async function runError(run: Promise<unknown>): Promise<AgentRunError> {
+/** Runs `agent` to its failure: an `AgentRunError`, after which the history the agent keeps is still paired. */
+async function runError(agent: AgentRunner): Promise<AgentRunError> {
   try {
-    await run;
+    await agent.run("go");
   } catch (error) {
     expect(error).toBeInstanceOf(AgentRunError);
-    const failure = error as AgentRunError;
-    expect(() => validateToolPairing(failure.history)).not.toThrow();
-    return failure;
+    expect(() => validateToolPairing(agent.history)).not.toThrow();
+    return error as AgentRunError;
   }
   throw new Error("expected the run to fail, but it finished");
 }
@@ -534,7 +529,7 @@ describe("model faults over the real SDK end in a tool error code or an AgentRun
       ["c2", "Error [unknown_tool]: Unknown tool: rm_rf"],
       ["c3", "Error [invalid_json]: Arguments of write_file must be a JSON object"],
     ]);
-    expect(runner.commands).toEqual([]);
+    expect(runner.calls).toEqual([]);
     expect(approval.requests).toEqual([]);
     expect(audit.records).toEqual([]);
     expect(() => validateToolPairing(result.history)).not.toThrow();
@@ -598,13 +593,13 @@ describe("model faults over the real SDK end in a tool error code or an AgentRun
     ["a connection reset", { destroy: true }, "Could not reach the model provider: Connection error."],
   ])("%s on the first request is a ModelCallError and nothing runs", async (_name, reply, message) => {
     const { server, agent, runner, approval, audit } = await loopbackAgent([reply]);
-    const error = await runError(agent.run("go"));
+    const error = await runError(agent);
 
     expect(error).toBeInstanceOf(ModelCallError);
     expect(error.message).toEqual(message);
-    expect(roles(error.history)).toEqual(["system", "user"]);
+    expect(roles(agent.history)).toEqual(["user"]);
     expect(server.requests).toHaveLength(1);
-    expect(runner.commands).toEqual([]);
+    expect(runner.calls).toEqual([]);
     expect(approval.requests).toEqual([]);
     expect(audit.records).toEqual([]);
   });
@@ -613,7 +608,7 @@ describe("model faults over the real SDK end in a tool error code or an AgentRun
     const { agent } = await loopbackAgent([{ json: completion({ content: "late" }), delayMs: 3_000 }], {
       timeoutMs: 150,
     });
-    const error = await runError(agent.run("go"));
+    const error = await runError(agent);
     expect(error).toBeInstanceOf(ModelCallError);
     expect(error.message).toBe("The model request timed out; check OPENAI_BASE_URL and the provider's status");
   });
@@ -623,31 +618,42 @@ describe("model faults over the real SDK end in a tool error code or an AgentRun
       { json: completion({ toolCalls: [shellCall("s1")] }) },
       { json: apiError("boom"), status: 500 },
     ]);
-    const error = await runError(agent.run("go"));
+    const error = await runError(agent);
 
     expect(error).toBeInstanceOf(ModelCallError);
-    expect(roles(error.history)).toEqual(["system", "user", "assistant", "tool"]);
-    expect(toolMessages(error.history)).toEqual([
+    expect(roles(agent.history)).toEqual(["user", "assistant", "tool"]);
+    expect(toolMessages(agent.history)).toEqual([
       ["s1", "Error [permission_denied]: The user did not approve this tool call"],
     ]);
     expect(approval.requests).toHaveLength(1);
-    expect(runner.commands).toEqual([]);
+    expect(runner.calls).toEqual([]);
   });
 
-  it.each<[string, string]>([
-    ["length", "length"],
-    ["content_filter", "content_filter"],
-  ])("finish_reason %s is an IncompleteModelReplyError", async (_name, finishReason) => {
-    const { agent } = await loopbackAgent([{ json: completion({ content: "partial", finishReason }) }]);
-    const error = await runError(agent.run("go"));
+  it("finish_reason length is an IncompleteModelReplyError, and the half answer never enters the history", async () => {
+    const { agent } = await loopbackAgent([{ json: completion({ content: "partial", finishReason: "length" }) }]);
+    const error = await runError(agent);
     expect(error).toBeInstanceOf(IncompleteModelReplyError);
-    expect(error.message).toBe(`The model's reply was incomplete (finish_reason: ${finishReason})`);
+    expect(error.message).toBe("Model output reached the token limit");
+    expect(roles(agent.history)).toEqual(["user"]);
   });
 
-  it("a reply with neither text nor tool calls is an IncompleteModelReplyError", async () => {
+  it("finish_reason content_filter is an AgentRunError of its own, and the filtered text never enters the history", async () => {
+    const { agent } = await loopbackAgent([
+      { json: completion({ content: "partial", finishReason: "content_filter" }) },
+    ]);
+    const error = await runError(agent);
+    expect(error.name).toBe("AgentRunError");
+    expect(error).not.toBeInstanceOf(IncompleteModelReplyError);
+    expect(error.message).toBe("Model response was blocked by the content filter");
+    expect(roles(agent.history)).toEqual(["user"]);
+  });
+
+  it("a reply with neither text nor tool calls is an AgentRunError that says so", async () => {
     const { agent } = await loopbackAgent([{ json: completion({ content: null }) }]);
-    const error = await runError(agent.run("go"));
-    expect(error).toBeInstanceOf(IncompleteModelReplyError);
+    const error = await runError(agent);
+    expect(error.name).toBe("AgentRunError");
+    expect(error.message).toBe("Model stopped without final text or tool calls");
+    expect(roles(agent.history)).toEqual(["user", "assistant"]);
   });
 
   it("a model that never stops calling tools is an AgentLimitError after maxTurns, with every call paired", async () => {
@@ -655,23 +661,25 @@ describe("model faults over the real SDK end in a tool error code or an AgentRun
       [1, 2, 3].map((n) => ({ json: completion({ toolCalls: [shellCall(`s${n}`)] }) })),
       { maxTurns: 3 },
     );
-    const error = await runError(agent.run("go"));
+    const error = await runError(agent);
     expect(error).toBeInstanceOf(AgentLimitError);
-    expect(error.message).toBe("The agent did not finish within 3 turns");
-    expect(toolMessages(error.history).map(([id]) => id)).toEqual(["s1", "s2", "s3"]);
+    expect(error.message).toBe("Agent exceeded maxTurns=3");
+    expect(toolMessages(agent.history).map(([id]) => id)).toEqual(["s1", "s2", "s3"]);
     expect(server.requests).toHaveLength(3);
     expect(approval.requests).toHaveLength(3);
   });
 
-  // The loop refuses a reply whose calls share an id before running any of them.
-  it("a reply that repeats a tool call id is refused as an AgentRunError before any of its calls runs", async () => {
+  // The adapter refuses a reply whose calls share an id, so none of them reaches the loop.
+  it("a reply that repeats a tool call id is a ModelCallError before any of its calls runs", async () => {
     const { agent, runner, approval } = await loopbackAgent(
       [{ json: completion({ toolCalls: [shellCall("dup"), shellCall("dup")] }) }],
       { approve: true },
     );
-    const run = agent.run("go");
-    await expect(run).rejects.toBeInstanceOf(AgentRunError);
-    expect(runner.commands).toEqual([]);
+    const error = await runError(agent);
+    expect(error).toBeInstanceOf(ModelCallError);
+    expect(error.message).toBe("The model provider sent a malformed reply: two tool calls share one id");
+    expect(roles(agent.history)).toEqual(["user"]);
+    expect(runner.calls).toEqual([]);
     expect(approval.requests).toEqual([]);
   });
 });
@@ -683,10 +691,11 @@ describe("runCli exit codes under faults", () => {
     const stdout = new Sink();
     const stderr = new Sink();
     const cwd = await tempFolder();
+    // As `npm run ch03` calls it: the fixed entry puts `run --chapter 3` in front.
     const code = await runCli(
-      argv,
+      ["run", "--chapter", "3", ...argv],
       { env, cwd, stdin, stdinIsTTY: false, stdout, stderr, stderrIsTTY: false },
-      { name: "ch03", title: "第 3 章 (故障注入)", profile: P03 },
+      "ch03",
     );
     return { code, stdout: stdout.text, stderr: stderr.text.split("\n").filter((line) => line !== "") };
   }
@@ -726,7 +735,7 @@ describe("runCli exit codes under faults", () => {
     const loopback = await server([{ json: completion({ toolCalls: [shellCall("s1")] }) }]);
     const run = await cli(["--prompt", "hi", "--quiet", "--max-turns", "1"], envFor(loopback));
     expect(run.code).toBe(1);
-    expect(run.stderr.at(-1)).toBe("运行失败: The agent did not finish within 1 turns");
+    expect(run.stderr.at(-1)).toBe("运行失败: Agent exceeded maxTurns=1");
   });
 
   // Everything the model wrote is printed through visible(): ESC[8m could otherwise hide the next 参数 line.
@@ -749,21 +758,48 @@ describe("runCli exit codes under faults", () => {
     expect(run.stderr.join("\n")).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
   });
 
-  it.each<[string, string[], (loopback: LoopbackOpenAI) => CliIO["env"]]>([
-    ["a missing API key", ["--prompt", "hi"], (loopback) => ({ OPENAI_BASE_URL: loopback.baseURL })],
-    ["a malformed --max-turns", ["--prompt", "hi", "--max-turns", "ten"], envFor],
-    ["--max-turns 0", ["--prompt", "hi", "--max-turns", "0"], envFor],
-    ["an unknown flag", ["--prompt", "hi", "--yolo"], envFor],
-    ["a base URL that is not a URL", ["--prompt", "hi"], () => ({ OPENAI_API_KEY: "k", OPENAI_BASE_URL: "::nope" })],
-    ["a missing workspace", ["--prompt", "hi", "--workspace", "/nonexistent/ch03-faults"], envFor],
-    ["no prompt", [], envFor],
-  ])("%s exits 2 with one 配置错误 line and never contacts the model", async (_name, argv, env) => {
+  it.each<[string, string[], (loopback: LoopbackOpenAI) => CliIO["env"], string[]]>([
+    [
+      "a missing API key and model",
+      ["--prompt", "hi"],
+      (loopback) => ({ OPENAI_BASE_URL: loopback.baseURL }),
+      ["配置错误: Missing required settings: OPENAI_API_KEY, OPENAI_MODEL"],
+    ],
+    [
+      "a base URL that is not a URL",
+      ["--prompt", "hi"],
+      () => ({ OPENAI_API_KEY: "k", OPENAI_BASE_URL: "::nope", OPENAI_MODEL: "m" }),
+      ["配置错误: Missing required settings: OPENAI_BASE_URL", '  OPENAI_BASE_URL="::nope" is not a URL'],
+    ],
+  ])("%s exits 2 with 配置错误 and never contacts the model", async (_name, argv, env, stderr) => {
     const loopback = await server([{ json: completion({ content: "should not be asked" }) }]);
     const run = await cli(argv, env(loopback));
-    expect(run.code).toBe(2);
-    expect(run.stdout).toBe("");
-    expect(run.stderr).toHaveLength(1);
-    expect(run.stderr[0]).toMatch(/^配置错误: /);
+    expect(run).toEqual({ code: 2, stdout: "", stderr });
+    expect(loopback.requests).toHaveLength(0);
+  });
+
+  it.each<[string, string[], string]>([
+    [
+      "a malformed --max-turns",
+      ["--prompt", "hi", "--max-turns", "ten"],
+      '--max-turns must be a whole number from 1 to 1000, not "ten"',
+    ],
+    [
+      "--max-turns 0",
+      ["--prompt", "hi", "--max-turns", "0"],
+      '--max-turns must be a whole number from 1 to 1000, not "0"',
+    ],
+    ["an unknown flag", ["--prompt", "hi", "--yolo"], "Unknown argument: --yolo"],
+    [
+      "a missing workspace",
+      ["--prompt", "hi", "--workspace", "/nonexistent/ch03-faults"],
+      "workspace /nonexistent/ch03-faults is not an existing folder; pass --workspace <dir>",
+    ],
+    ["no prompt", [], "Both --chapter and --prompt are required"],
+  ])("%s exits 1 with one 运行失败 line and never contacts the model", async (_name, argv, message) => {
+    const loopback = await server([{ json: completion({ content: "should not be asked" }) }]);
+    const run = await cli(argv, envFor(loopback));
+    expect(run).toEqual({ code: 1, stdout: "", stderr: [`运行失败: ${message}`] });
     expect(loopback.requests).toHaveLength(0);
   });
 });

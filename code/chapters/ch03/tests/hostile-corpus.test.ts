@@ -25,12 +25,12 @@ import { z } from "zod";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { PowerShellRunner } from "../src/adapters/powershell.js";
 import { buildAgent } from "../src/bootstrap.js";
-import type { AgentRunner, RunResult } from "../src/core/agent-runner.js";
+import type { AgentRunner, RunResult } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import type { AuditSink, PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
 import { P03 } from "../src/core/profiles.js";
 import type { WorkspaceFileSystem } from "../src/core/workspace-fs.js";
-import { CountingApproval, RecordingCommandRunner, type SeenApproval } from "./support/fakes.js";
+import { CountingApproval, FakeCommandRunner, type SeenApproval } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
 const SETUPS = [
@@ -278,14 +278,14 @@ interface Harness {
   readonly agent: AgentRunner;
   readonly approval: CountingApproval;
   readonly audit: RecordingAudit;
-  readonly runner: RecordingCommandRunner;
+  readonly runner: FakeCommandRunner;
 }
 
 /** The real P03 agent: real registry, tools and filesystem; every ask is allowed except the shell. */
 function harness(places: Places, model: ScriptedModel, fileSystem?: WorkspaceFileSystem): Harness {
   const approval = new CountingApproval((seen: SeenApproval) => seen.toolName !== "shell");
   const audit = new RecordingAudit();
-  const runner = new RecordingCommandRunner();
+  const runner = new FakeCommandRunner();
   const agent = buildAgent(P03, {
     model,
     workspace: places.ws,
@@ -343,7 +343,7 @@ async function checkCase(hostile: HostileCall): Promise<void> {
   expect(approval.requests.length).toBe(policy.approvals);
   expect(audit.records.map((record) => [record.behavior, record.source])).toEqual(policy.audit);
   expect(audit.records.every((record) => record.tool === name)).toBe(true);
-  expect(runner.commands).toEqual([]);
+  expect(runner.calls).toEqual([]);
 
   if (hostile.lands !== undefined) {
     const landed = join(places.ws, hostile.lands);
@@ -524,11 +524,11 @@ describe.skipIf(!posix)("links swapped in while a turn runs", () => {
 });
 
 describe.skipIf(!posix)("a shell call the user approves", () => {
-  // OutputFile makes its folders one level at a time and refuses a level that is a link.
-  it("long output saved from an approved shell call creates nothing outside when .agent is a link to outside", async () => {
+  // Long output is cut, never saved: a `.agent` link to outside is a trap nothing walks into.
+  it("an approved shell call printing 200 KB gives the model the first 50,000 characters and writes no file anywhere", async () => {
     const places = makePlaces();
     symlinkSync("../outside", join(places.ws, ".agent"));
-    // Stands in for pwsh: prints 200 KB, past the 50 KB cap, so the runner saves the whole output to a file.
+    // Stands in for pwsh: prints 200 KB, past the 50,000-character cap.
     const executable = join(places.root, "fake-pwsh");
     writeFileSync(executable, `#!${process.execPath}\nprocess.stdout.write("x".repeat(200_000));\n`, {
       mode: 0o755,
@@ -550,7 +550,8 @@ describe.skipIf(!posix)("a shell call the user approves", () => {
     const result = await agent.run("print a lot");
 
     expect(approval.requests).toHaveLength(1);
-    expect(toolMessages(result.history)[0]?.[1]).toContain("[output truncated]");
+    expect(toolMessages(result.history)).toEqual([["s1", `${"x".repeat(50_000)}\n[output truncated]`]]);
+    expect(readdirSync(places.ws).sort()).toEqual([".agent", "inside.txt", "sub"]);
     expect(outsideTree(places.root)).toEqual(before);
   });
 });

@@ -14,9 +14,7 @@ import {
   type ApprovalProvider,
   type PermissionBehavior,
 } from "../src/core/permissions.js";
-import { defineTool, type ToolEffect } from "../src/core/tool.js";
-import { ToolRegistry, type ValidToolCall } from "../src/core/tool-registry.js";
-import { toolSuccess } from "../src/core/tool-result.js";
+import { ToolRegistry, toolSuccess, type ToolEffect, type ValidToolCall } from "../src/core/tools.js";
 import { WorkspacePathError } from "../src/core/workspace-fs.js";
 import { call } from "./support/scripted-model.js";
 
@@ -299,19 +297,17 @@ const EFFECTS: readonly ToolEffect[] = ["read", "write", "execute"];
 function preparedCalls(): Record<ToolEffect, ValidToolCall> {
   const registry = new ToolRegistry();
   for (const effect of EFFECTS) {
-    registry.register(
-      defineTool({
-        name: `probe_${effect}`,
-        description: effect,
-        inputSchema: z.strictObject({ path: z.string() }),
-        effect,
-        handler: () => Promise.resolve(toolSuccess("ran")),
-      }),
-    );
+    registry.register({
+      name: `probe_${effect}`,
+      description: effect,
+      inputSchema: z.strictObject({ path: z.string() }),
+      effect,
+      handler: () => Promise.resolve(toolSuccess("ran")),
+    });
   }
   const prepare = (effect: ToolEffect): ValidToolCall => {
     const prepared = registry.prepare(call(`c-${effect}`, `probe_${effect}`, { path: "some/file.txt" }));
-    if ("error" in prepared) throw new Error(prepared.error.content);
+    if (prepared.error !== undefined) throw new Error(prepared.error.content);
     return prepared;
   };
   return { read: prepare("read"), write: prepare("write"), execute: prepare("execute") };

@@ -21,12 +21,16 @@ function importsOf(file: string): string[] {
   );
 }
 
-// SPEC §2: core ← adapters/features ← bootstrap ← cli/chapters. An arrow is an allowed import.
-// Zod (from chapter 2) is pure validation, no I/O: core may use it for tool schemas.
-const allowed: Record<string, RegExp> = {
-  core: /^\.\/|^zod$/,
-  features: /^\.\/|^\.\.\/core\/|^zod$/,
-  adapters: /^\.\/|^\.\.\/core\/|^node:|^openai$|^fast-glob$/,
+function isPackage(target: string): boolean {
+  return !target.startsWith(".") && !target.startsWith("node:");
+}
+
+// core ← features/adapters ← bootstrap ← cli/chapters. A pattern is an allowed import.
+// Zod is pure validation, no I/O: core uses it for tool schemas.
+const allowed: Record<string, (target: string) => boolean> = {
+  core: (target) => /^\.\//.test(target) || target === "zod",
+  features: (target) => /^\.\/|^\.\.\/core\//.test(target) || target === "zod",
+  adapters: (target) => /^\.\/|^\.\.\/core\/|^node:/.test(target) || isPackage(target),
 };
 
 describe("layering", () => {
@@ -34,18 +38,17 @@ describe("layering", () => {
     it(`${layer}/ imports only what the layering allows`, () => {
       const offences = sourceFiles(join(src, layer)).flatMap((file) =>
         importsOf(file)
-          .filter((target) => !(allowed[layer] as RegExp).test(target) && !(layer === "adapters" && isPackage(target)))
+          .filter((target) => !(allowed[layer] as (target: string) => boolean)(target))
           .map((target) => `${relative(src, file)} imports ${target}`),
       );
       expect(offences).toEqual([]);
     });
   }
 
-  it("core imports no Node module at all", () => {
-    const offences = sourceFiles(join(src, "core")).flatMap((file) =>
-      importsOf(file).filter((target) => !target.startsWith(".") && target !== "zod"),
-    );
-    expect(offences).toEqual([]);
+  it("the layering check sees the imports it checks", () => {
+    expect(importsOf(join(src, "core", "loop.ts"))).toContain("./messages.js");
+    expect(importsOf(join(src, "core", "tools.ts"))).toEqual(["zod", "./messages.js"]);
+    expect(importsOf(join(src, "adapters", "openai-chat.ts"))).toContain("openai");
   });
 
   it("only bootstrap (the composition root) and adapters themselves import adapters", () => {
@@ -53,9 +56,6 @@ describe("layering", () => {
       .filter((file) => importsOf(file).some((target) => target.includes("adapters/")))
       .map((file) => relative(src, file));
     expect(importers.filter((file) => !/^(bootstrap\.ts|adapters\/)/.test(file))).toEqual([]);
+    expect(importers).toContain("bootstrap.ts");
   });
 });
-
-function isPackage(target: string): boolean {
-  return !target.startsWith(".") && !target.startsWith("node:");
-}

@@ -3,12 +3,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { OpenAIChatClient } from "../src/adapters/openai-chat.js";
+import { OpenAIChatModel, toOpenAIMessage } from "../src/adapters/openai-chat.js";
 import { buildAgent } from "../src/bootstrap.js";
-import { AgentRunError, ModelCallError } from "../src/core/agent-errors.js";
-import { ToolPairingError, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
-import type { ModelRequest, ToolSchema } from "../src/core/model-client.js";
+import { AgentRunError, ModelCallError } from "../src/core/loop.js";
+import {
+  assistantMessage,
+  MessageContractError,
+  systemMessage,
+  toolCall,
+  toolMessage,
+  userMessage,
+  type ChatMessage,
+} from "../src/core/messages.js";
+import type { ModelRequest } from "../src/core/model.js";
 import { P01 } from "../src/core/profiles.js";
+import type { OpenAITool } from "../src/core/tools.js";
+import { commandResult, CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import {
   apiError,
   completion,
@@ -16,12 +26,11 @@ import {
   type LoopbackOpenAI,
   type LoopbackReply,
 } from "./support/loopback-openai.js";
-import { CountingApproval, RecordingCommandRunner, shellRequest } from "./support/fakes.js";
 
 const MODEL = "test-model";
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
 
-const shellSchema: ToolSchema = {
+const shellTool: OpenAITool = {
   type: "function",
   function: {
     name: "shell",
@@ -29,7 +38,8 @@ const shellSchema: ToolSchema = {
     parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
   },
 };
-const conversation: ChatMessage[] = [
+const conversation: ChatMessage[] = [systemMessage("You are a test."), userMessage("List the files.")];
+const wireConversation = [
   { role: "system", content: "You are a test." },
   { role: "user", content: "List the files." },
 ];
@@ -43,26 +53,26 @@ afterEach(async () => {
   await Promise.all(folders.splice(0).map((folder) => rm(folder, { recursive: true, force: true })));
 });
 
-/** A loopback server answering with `replies` in order, and a client pointed at it. */
-async function setUp(...replies: LoopbackReply[]): Promise<{ loopback: LoopbackOpenAI; client: OpenAIChatClient }> {
+/** A loopback server answering with `replies` in order, and a model pointed at it. */
+async function setUp(...replies: LoopbackReply[]): Promise<{ loopback: LoopbackOpenAI; model: OpenAIChatModel }> {
   const loopback = await startLoopbackOpenAI(
     (_body, index) => replies[index] ?? { json: apiError("no reply"), status: 500 },
   );
   server = loopback;
-  return { loopback, client: clientFor(loopback) };
+  return { loopback, model: modelFor(loopback) };
 }
 
-function clientFor(loopback: LoopbackOpenAI, timeoutMs = 5_000): OpenAIChatClient {
-  return new OpenAIChatClient({
+function modelFor(loopback: LoopbackOpenAI, options: { timeoutMs?: number; model?: string } = {}): OpenAIChatModel {
+  return new OpenAIChatModel({
     apiKey: "test-key",
-    model: MODEL,
+    model: options.model ?? MODEL,
     baseURL: loopback.baseURL,
     maxRetries: 0,
-    timeoutMs,
+    timeoutMs: options.timeoutMs ?? 5_000,
   });
 }
 
-const ask = (tools: readonly ToolSchema[] = [shellSchema]): ModelRequest => ({ messages: conversation, tools });
+const ask = (tools: readonly OpenAITool[] = [shellTool]): ModelRequest => ({ messages: conversation, tools });
 
 /** The error a promise rejects with; fails the test if it resolves. */
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
@@ -81,103 +91,198 @@ async function modelCallError(promise: Promise<unknown>): Promise<ModelCallError
   return error as ModelCallError;
 }
 
-describe("OpenAIChatClient against a loopback OpenAI-compatible server", () => {
-  it("parses tool calls into an assistant message with every call, in order", async () => {
-    const { client } = await setUp({
+/** A one-choice body with `message` fields and `finish_reason`, as a provider might send it. */
+function body(message: Record<string, unknown>, finishReason: unknown = "stop", extra: object = {}): unknown {
+  return { choices: [{ index: 0, message: { role: "assistant", ...message }, finish_reason: finishReason }], ...extra };
+}
+
+describe("toOpenAIMessage", () => {
+  it("writes each internal message in the Chat Completions wire form, tool_calls and tool_call_id included", () => {
+    const messages = [
+      systemMessage("s"),
+      userMessage("u"),
+      assistantMessage("looking", [toolCall("call_1", "shell", '{"command":"x"}')]),
+      toolMessage("42", "call_1"),
+      assistantMessage("done"),
+      assistantMessage(null, [toolCall("call_2", "shell", "{}")]),
+    ];
+    expect(messages.map(toOpenAIMessage)).toStrictEqual([
+      { role: "system", content: "s" },
+      { role: "user", content: "u" },
+      {
+        role: "assistant",
+        content: "looking",
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "shell", arguments: '{"command":"x"}' } }],
+      },
+      { role: "tool", tool_call_id: "call_1", content: "42" },
+      { role: "assistant", content: "done" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "call_2", type: "function", function: { name: "shell", arguments: "{}" } }],
+      },
+    ]);
+  });
+});
+
+describe("OpenAIChatModel against a loopback OpenAI-compatible server", () => {
+  it("normalises tool calls into a frozen internal assistant message with every call, in order", async () => {
+    const { model } = await setUp({
       json: completion({
         content: "Let me look.",
         toolCalls: [LIST, { id: "call_2", name: "shell", arguments: '{"command":"Get-Content README.md"}' }],
       }),
     });
-    expect(await client.complete(ask())).toStrictEqual({
+    const reply = await model.complete(ask());
+    expect(reply).toStrictEqual({
       message: {
         role: "assistant",
         content: "Let me look.",
-        tool_calls: [
-          { id: "call_1", type: "function", function: { name: "shell", arguments: '{"command":"Get-ChildItem"}' } },
-          {
-            id: "call_2",
-            type: "function",
-            function: { name: "shell", arguments: '{"command":"Get-Content README.md"}' },
-          },
+        toolCalls: [
+          { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' },
+          { id: "call_2", name: "shell", arguments: '{"command":"Get-Content README.md"}' },
         ],
       },
       finishReason: "tool_calls",
     });
+    expect(Object.isFrozen(reply.message)).toBe(true);
+    expect(Object.isFrozen(reply.message.toolCalls)).toBe(true);
   });
 
-  it("parses a text reply into an assistant message without a tool_calls key", async () => {
-    const { client } = await setUp({ json: completion({ content: "All done." }) });
-    expect(await client.complete(ask())).toStrictEqual({
-      message: { role: "assistant", content: "All done." },
+  it("normalises a text reply to an assistant message with no tool calls", async () => {
+    const { model } = await setUp({ json: completion({ content: "All done." }) });
+    expect(await model.complete(ask())).toStrictEqual({
+      message: { role: "assistant", content: "All done.", toolCalls: [] },
       finishReason: "stop",
     });
   });
 
-  it("drops an empty tool_calls list and keeps a null content as null", async () => {
-    const body = {
-      choices: [{ message: { role: "assistant", content: null, tool_calls: [] }, finish_reason: "stop" }],
-    };
-    const { client } = await setUp({ json: body });
-    expect(await client.complete(ask())).toStrictEqual({
-      message: { role: "assistant", content: null },
+  it("keeps a null content as null and reads an empty or null tool_calls list as no calls", async () => {
+    const { model } = await setUp(
+      { json: body({ content: null, tool_calls: [] }) },
+      { json: body({ content: "x", tool_calls: null, function_call: null }) },
+    );
+    expect(await model.complete(ask())).toStrictEqual({
+      message: { role: "assistant", content: null, toolCalls: [] },
+      finishReason: "stop",
+    });
+    expect(await model.complete(ask())).toStrictEqual({
+      message: { role: "assistant", content: "x", toolCalls: [] },
       finishReason: "stop",
     });
   });
 
-  it("sends the model, the messages and the tools, and nothing else", async () => {
-    const { loopback, client } = await setUp({ json: completion({ content: "ok" }) });
-    await client.complete(ask());
-    expect(loopback.requests).toEqual([{ model: MODEL, messages: conversation, tools: [shellSchema] }]);
+  it("turns tool call arguments sent as an object into JSON text, and missing ones into {}", async () => {
+    const { model } = await setUp({
+      json: body(
+        {
+          content: null,
+          tool_calls: [
+            { id: "a", type: "function", function: { name: "shell", arguments: { command: "Get-Date" } } },
+            { id: "b", type: "function", function: { name: "shell" } },
+            { id: "c", type: "function", function: { name: "shell", arguments: null } },
+          ],
+        },
+        "tool_calls",
+      ),
+    });
+    expect((await model.complete(ask())).message.toolCalls).toStrictEqual([
+      { id: "a", name: "shell", arguments: '{"command":"Get-Date"}' },
+      { id: "b", name: "shell", arguments: "{}" },
+      { id: "c", name: "shell", arguments: "{}" },
+    ]);
+  });
+
+  it("reads usage as whole token counts when the provider sends it", async () => {
+    const { model } = await setUp({
+      json: body({ content: "ok" }, "stop", { usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } }),
+    });
+    expect(await model.complete(ask())).toStrictEqual({
+      message: { role: "assistant", content: "ok", toolCalls: [] },
+      finishReason: "stop",
+      usage: { promptTokens: 12, completionTokens: 3 },
+    });
+  });
+
+  it("sends the model, the wire messages and the tools, and nothing else", async () => {
+    const { loopback, model } = await setUp({ json: completion({ content: "ok" }) });
+    await model.complete(ask());
+    expect(loopback.requests).toStrictEqual([{ model: MODEL, messages: wireConversation, tools: [shellTool] }]);
     expect(loopback.headers[0]?.authorization).toBe("Bearer test-key");
   });
 
   it("sends no tools key at all when there are no tools", async () => {
-    const { loopback, client } = await setUp({ json: completion({ content: "ok" }) });
-    await client.complete(ask([]));
-    expect(loopback.requests).toStrictEqual([{ model: MODEL, messages: conversation }]);
+    const { loopback, model } = await setUp({ json: completion({ content: "ok" }) });
+    await model.complete(ask([]));
+    expect(loopback.requests).toStrictEqual([{ model: MODEL, messages: wireConversation }]);
   });
 
-  it("sends an assistant tool call and its tool message exactly as the history holds them", async () => {
-    const history: ChatMessage[] = [
-      ...conversation,
-      {
-        role: "assistant",
-        content: null,
-        tool_calls: [{ id: "call_1", type: "function", function: { name: "shell", arguments: LIST.arguments } }],
-      },
-      { role: "tool", tool_call_id: "call_1", content: "README.md" },
-    ];
-    const { loopback, client } = await setUp({ json: completion({ content: "ok" }) });
-    await client.complete({ messages: history, tools: [shellSchema] });
-    expect(loopback.requests).toEqual([{ model: MODEL, messages: history, tools: [shellSchema] }]);
+  it.each<[string, ChatMessage[], string]>([
+    ["an orphan tool message", [...conversation, toolMessage("x", "call_9")], "orphan tool result id: call_9"],
+    [
+      "an unanswered tool call",
+      [...conversation, assistantMessage(null, [toolCall("call_1", "shell", "{}")]), userMessage("and?")],
+      'missing tool results for ids: ["call_1"]',
+    ],
+  ])("refuses to send %s and never contacts the provider", async (_name, messages, message) => {
+    const { loopback, model } = await setUp({ json: completion({ content: "ok" }) });
+    const error = await rejection(model.complete({ messages, tools: [shellTool] }));
+    expect(error).toBeInstanceOf(MessageContractError);
+    expect((error as Error).message).toBe(message);
+    expect(loopback.requests).toHaveLength(0);
+  });
+
+  describe("finish_reason", () => {
+    it.each<[unknown, boolean, string]>([
+      ["stop", false, "stop"],
+      ["tool_calls", true, "tool_calls"],
+      ["length", false, "length"],
+      ["content_filter", false, "content_filter"],
+      [null, false, "stop"],
+      [undefined, false, "stop"],
+      [null, true, "tool_calls"],
+      [undefined, true, "tool_calls"],
+    ])("%j (tool calls: %s) is read as %s", async (raw, withCalls, expected) => {
+      const calls = withCalls ? { tool_calls: [{ id: "a", function: { name: "shell", arguments: "{}" } }] } : {};
+      const choice = { message: { role: "assistant", content: "x", ...calls }, finish_reason: raw };
+      const { model } = await setUp({ json: { choices: [choice] } });
+      expect((await model.complete(ask())).finishReason).toBe(expected);
+    });
+
+    it.each<[unknown, string]>([
+      ["eos_token", "Unsupported finish_reason: eos_token"],
+      ["function_call", "Unsupported finish_reason: function_call"],
+      [42, "Unsupported finish_reason: 42"],
+      [{ why: "x" }, 'Unsupported finish_reason: {"why":"x"}'],
+      ["z".repeat(500), `Unsupported finish_reason: ${"z".repeat(80)}`],
+    ])("any other value, such as %j, is refused: Unsupported finish_reason", async (raw, message) => {
+      const { model } = await setUp({ json: body({ content: "x" }, raw) });
+      expect((await modelCallError(model.complete(ask()))).message).toBe(message);
+    });
   });
 
   describe("narrows a malformed provider reply to a ModelCallError", () => {
-    const message = (fields: Record<string, unknown>): unknown => ({
-      choices: [{ message: { role: "assistant", ...fields }, finish_reason: "stop" }],
-    });
     it.each<[string, unknown, string]>([
       ["an empty object", {}, "the response has no choices"],
       ["an empty choices list", { choices: [] }, "the response has no choices"],
       ["choices that are not a list", { choices: { 0: {} } }, "the response has no choices"],
       ["a choice without a message", { choices: [{ finish_reason: "stop" }] }, "choices[0].message is missing"],
       ["a null message", { choices: [{ message: null }] }, "choices[0].message is missing"],
-      ["a number as content", message({ content: 42 }), "choices[0].message.content is not a string"],
-      ["tool_calls that are not a list", message({ tool_calls: { id: "x" } }), "message.tool_calls is not an array"],
+      ["a number as content", body({ content: 42 }), "choices[0].message.content is not a string"],
+      ["tool_calls that are not a list", body({ tool_calls: { id: "x" } }), "message.tool_calls is not an array"],
       [
         "a tool call without an id",
-        message({ tool_calls: [{ type: "function", function: { name: "shell", arguments: "{}" } }] }),
+        body({ tool_calls: [{ type: "function", function: { name: "shell", arguments: "{}" } }] }),
         "tool_calls[0].id is missing",
       ],
       [
         "a tool call with an empty id",
-        message({ tool_calls: [{ id: "", function: { name: "shell", arguments: "{}" } }] }),
+        body({ tool_calls: [{ id: "", function: { name: "shell", arguments: "{}" } }] }),
         "tool_calls[0].id is missing",
       ],
       [
         "a second tool call without a name",
-        message({
+        body({
           tool_calls: [
             { id: "a", function: { name: "shell", arguments: "{}" } },
             { id: "b", function: { arguments: "{}" } },
@@ -185,83 +290,75 @@ describe("OpenAIChatClient against a loopback OpenAI-compatible server", () => {
         }),
         "tool_calls[1].function.name is missing",
       ],
+      ["a tool call without a function", body({ tool_calls: [{ id: "a" }] }), "tool_calls[0].function.name is missing"],
       [
-        "a tool call without a function",
-        message({ tool_calls: [{ id: "a" }] }),
-        "tool_calls[0].function.name is missing",
+        "two tool calls with one id",
+        body({
+          tool_calls: [
+            { id: "a", function: { name: "shell", arguments: "{}" } },
+            { id: "a", function: { name: "shell", arguments: "{}" } },
+          ],
+        }),
+        "two tool calls share one id",
       ],
-    ])("%s", async (_name, body, detail) => {
-      const { client } = await setUp({ json: body });
-      const error = await modelCallError(client.complete(ask()));
+      [
+        "the legacy function_call field instead of tool_calls",
+        body({ content: null, function_call: { name: "shell", arguments: '{"command":"x"}' } }, "function_call"),
+        "the legacy function_call field is not supported; use a model that sends tool_calls",
+      ],
+      [
+        "usage with a token count that is a string",
+        body({ content: "x" }, "stop", { usage: { prompt_tokens: "12", completion_tokens: 3 } }),
+        "usage.prompt_tokens and usage.completion_tokens must be whole numbers",
+      ],
+      [
+        "usage with a negative count",
+        body({ content: "x" }, "stop", { usage: { prompt_tokens: 12, completion_tokens: -1 } }),
+        "usage.prompt_tokens and usage.completion_tokens must be whole numbers",
+      ],
+      [
+        "usage with a fractional count",
+        body({ content: "x" }, "stop", { usage: { prompt_tokens: 1.5, completion_tokens: 3 } }),
+        "usage.prompt_tokens and usage.completion_tokens must be whole numbers",
+      ],
+      [
+        "usage without completion_tokens",
+        body({ content: "x" }, "stop", { usage: { prompt_tokens: 12 } }),
+        "usage.prompt_tokens and usage.completion_tokens must be whole numbers",
+      ],
+    ])("%s", async (_name, reply, detail) => {
+      const { model } = await setUp({ json: reply });
+      const error = await modelCallError(model.complete(ask()));
       expect(error.message).toBe(`The model provider sent a malformed reply: ${detail}`);
     });
 
     it("a body that is not JSON at all", async () => {
-      const { client } = await setUp({ raw: "<html>gateway</html>", contentType: "text/html" });
-      const error = await modelCallError(client.complete(ask()));
+      const { model } = await setUp({ raw: "<html>gateway</html>", contentType: "text/html" });
+      const error = await modelCallError(model.complete(ask()));
       expect(error.message).toBe("The model provider sent a malformed reply: the response is not a JSON object");
     });
   });
 
-  it("turns tool call arguments sent as an object into JSON text, and missing ones into {}", async () => {
-    const body = {
-      choices: [
-        {
-          message: {
-            role: "assistant",
-            content: null,
-            tool_calls: [
-              { id: "a", type: "function", function: { name: "shell", arguments: { command: "Get-Date" } } },
-              { id: "b", type: "function", function: { name: "shell" } },
-              { id: "c", type: "function", function: { name: "shell", arguments: null } },
-            ],
-          },
-          finish_reason: "tool_calls",
-        },
-      ],
-    };
-    const { client } = await setUp({ json: body });
-    const reply = await client.complete(ask());
-    expect(reply.message.tool_calls).toStrictEqual([
-      { id: "a", type: "function", function: { name: "shell", arguments: '{"command":"Get-Date"}' } },
-      { id: "b", type: "function", function: { name: "shell", arguments: "{}" } },
-      { id: "c", type: "function", function: { name: "shell", arguments: "{}" } },
-    ]);
+  it("a refusal without content is reported in the provider's words, cut at 200 characters", async () => {
+    const { model } = await setUp(
+      { json: body({ content: null, refusal: "I can't help with that." }) },
+      { json: body({ content: null, refusal: "r".repeat(500) }) },
+    );
+    expect((await modelCallError(model.complete(ask()))).message).toBe(
+      "The model refused the request: I can't help with that.",
+    );
+    expect((await modelCallError(model.complete(ask()))).message).toBe(
+      `The model refused the request: ${"r".repeat(200)}`,
+    );
   });
 
-  it.each<[unknown, string]>([
-    ["stop", "stop"],
-    ["tool_calls", "tool_calls"],
-    ["length", "length"],
-    ["content_filter", "content_filter"],
-    ["function_call", "tool_calls"],
-    ["eos_token", "other"],
-    [null, "other"],
-  ])("maps finish_reason %j to %s", async (raw, expected) => {
-    const body = { choices: [{ message: { role: "assistant", content: "x" }, finish_reason: raw }] };
-    const { client } = await setUp({ json: body });
-    expect((await client.complete(ask())).finishReason).toBe(expected);
-  });
-
-  it.each<[string, ChatMessage[]]>([
-    ["an orphan tool message", [...conversation, { role: "tool", tool_call_id: "call_9", content: "x" }]],
-    [
-      "an unanswered tool call",
-      [
-        ...conversation,
-        {
-          role: "assistant",
-          content: null,
-          tool_calls: [{ id: "call_1", type: "function", function: { name: "shell", arguments: "{}" } }],
-        },
-        { role: "user", content: "and?" },
-      ],
-    ],
-  ])("refuses to send %s and never contacts the provider", async (_name, messages) => {
-    const { loopback, client } = await setUp({ json: completion({ content: "ok" }) });
-    const error = await rejection(client.complete({ messages, tools: [shellSchema] }));
-    expect(error).toBeInstanceOf(ToolPairingError);
-    expect(loopback.requests).toHaveLength(0);
+  it("a refusal field beside real content, or a blank one, is not a refusal", async () => {
+    const { model } = await setUp(
+      { json: body({ content: "Here it is.", refusal: "ignored" }) },
+      { json: body({ content: null, refusal: "  ", tool_calls: [{ id: "a", function: { name: "shell" } }] }) },
+    );
+    expect((await model.complete(ask())).message).toStrictEqual(assistantMessage("Here it is."));
+    expect((await model.complete(ask())).message).toStrictEqual(assistantMessage(null, [toolCall("a", "shell", "{}")]));
   });
 
   describe("reports a failed call as a ModelCallError naming the cause", () => {
@@ -283,8 +380,8 @@ describe("OpenAIChatClient against a loopback OpenAI-compatible server", () => {
         `The model provider answered HTTP 404 (check OPENAI_MODEL="${MODEL}" and OPENAI_BASE_URL): 404 The model does not exist`,
       ],
     ])("HTTP %i, asked once with maxRetries 0", async (status, detail, expected) => {
-      const { loopback, client } = await setUp({ json: apiError(detail), status });
-      const error = await modelCallError(client.complete(ask()));
+      const { loopback, model } = await setUp({ json: apiError(detail), status });
+      const error = await modelCallError(model.complete(ask()));
       expect(error.message).toBe(expected);
       expect(error.cause).toBeInstanceOf(OpenAI.APIError);
       expect(loopback.requests).toHaveLength(1);
@@ -292,79 +389,134 @@ describe("OpenAIChatClient against a loopback OpenAI-compatible server", () => {
 
     it("a provider slower than timeoutMs", async () => {
       const { loopback } = await setUp({ json: completion({ content: "late" }), delayMs: 5_000 });
-      const error = await modelCallError(clientFor(loopback, 200).complete(ask()));
+      const error = await modelCallError(modelFor(loopback, { timeoutMs: 200 }).complete(ask()));
       expect(error.message).toBe("The model request timed out; check OPENAI_BASE_URL and the provider's status");
       expect(error.cause).toBeInstanceOf(OpenAI.APIConnectionTimeoutError);
     });
 
     it("a connection reset by the provider", async () => {
-      const { client } = await setUp({ destroy: true });
-      const error = await modelCallError(client.complete(ask()));
+      const { model } = await setUp({ destroy: true });
+      const error = await modelCallError(model.complete(ask()));
       expect(error.message).toBe("Could not reach the model provider: Connection error.");
     });
 
     it("a provider that is not listening", async () => {
-      const { loopback, client } = await setUp();
+      const { loopback, model } = await setUp();
       await loopback.close();
-      const error = await modelCallError(client.complete(ask()));
+      const error = await modelCallError(model.complete(ask()));
       expect(error.message).toBe("Could not reach the model provider: Connection error.");
     });
   });
 });
 
-describe("the chapter 1 agent against a loopback OpenAI-compatible server", () => {
-  it("runs an approved shell call and sends the paired tool message back to the model", async () => {
+describe("the book's two-turn exchange, through buildAgent, the SDK and the loopback server", () => {
+  it("sends exactly the book's two request bodies for `运行 Write-Output 42，并告诉我结果`", async () => {
     const workspace = await realpath(await mkdtemp(join(tmpdir(), "ch01-openai-")));
     folders.push(workspace);
+    // The two responses as the book prints them.
     const loopback = await startLoopbackOpenAI((_body, index) =>
       index === 0
-        ? { json: completion({ toolCalls: [LIST] }) }
-        : { json: completion({ content: "The workspace holds README.md and src." }) },
+        ? {
+            json: {
+              choices: [
+                {
+                  finish_reason: "tool_calls",
+                  message: {
+                    role: "assistant",
+                    content: null,
+                    tool_calls: [
+                      {
+                        id: "call_abc123",
+                        type: "function",
+                        function: { name: "shell", arguments: '{"command":"Write-Output 42"}' },
+                      },
+                    ],
+                  },
+                },
+              ],
+            },
+          }
+        : {
+            json: {
+              choices: [
+                {
+                  finish_reason: "stop",
+                  message: { role: "assistant", content: "命令执行成功，输出是 42。", tool_calls: [] },
+                },
+              ],
+            },
+          },
     );
     server = loopback;
-    const runner = new RecordingCommandRunner({
-      output: "README.md\nsrc",
-      exitCode: 0,
-      timedOut: false,
-      truncated: false,
-    });
-    const approval = new CountingApproval();
+    const runner = new FakeCommandRunner(commandResult({ output: "42" }));
+    const approval = new CountingApproval(true);
     const agent = buildAgent(P01, {
-      model: clientFor(loopback),
+      model: modelFor(loopback, { model: "gpt-4.1" }),
       workspace,
       commandRunner: runner,
       approvalProvider: approval,
     });
 
-    const result = await agent.run("What is in the workspace?");
+    const result = await agent.run("运行 Write-Output 42，并告诉我结果");
 
-    const user: ChatMessage = { role: "user", content: "What is in the workspace?" };
-    const assistant: ChatMessage = {
-      role: "assistant",
-      content: null,
-      tool_calls: [{ id: "call_1", type: "function", function: { name: "shell", arguments: LIST.arguments } }],
+    const system = {
+      role: "system",
+      content: "You are a coding agent. Use tools when needed, inspect their results, and answer accurately.",
     };
-    const tool: ChatMessage = { role: "tool", tool_call_id: "call_1", content: "README.md\nsrc" };
-    expect(result.finalText).toBe("The workspace holds README.md and src.");
-    expect(result.turns).toBe(2);
-    expect(loopback.requests).toHaveLength(2);
-    expect(loopback.requests[1]).toEqual({
-      model: MODEL,
-      messages: [{ role: "system", content: expect.stringContaining(workspace) as unknown }, user, assistant, tool],
-      tools: [
-        expect.objectContaining({ type: "function", function: expect.objectContaining({ name: "shell" }) as unknown }),
+    const user = { role: "user", content: "运行 Write-Output 42，并告诉我结果" };
+    const tools = [
+      {
+        type: "function",
+        function: {
+          name: "shell",
+          description: "Run a PowerShell command in the current workspace.",
+          parameters: {
+            $schema: "https://json-schema.org/draft/2020-12/schema",
+            type: "object",
+            properties: { command: { type: "string", minLength: 1 } },
+            required: ["command"],
+            additionalProperties: false,
+          },
+        },
+      },
+    ];
+    expect(loopback.requests).toStrictEqual([
+      { model: "gpt-4.1", messages: [system, user], tools },
+      {
+        model: "gpt-4.1",
+        messages: [
+          system,
+          user,
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              {
+                id: "call_abc123",
+                type: "function",
+                function: { name: "shell", arguments: '{"command":"Write-Output 42"}' },
+              },
+            ],
+          },
+          { role: "tool", tool_call_id: "call_abc123", content: "42" },
+        ],
+        tools,
+      },
+    ]);
+    expect(result).toStrictEqual({
+      finalText: "命令执行成功，输出是 42。",
+      history: [
+        userMessage("运行 Write-Output 42，并告诉我结果"),
+        assistantMessage(null, [toolCall("call_abc123", "shell", '{"command":"Write-Output 42"}')]),
+        toolMessage("42", "call_abc123"),
+        assistantMessage("命令执行成功，输出是 42。"),
       ],
+      turns: 2,
     });
-    expect(() => validateToolPairing(result.history)).not.toThrow();
-    expect(result.history.slice(1)).toEqual([
-      user,
-      assistant,
-      tool,
-      { role: "assistant", content: "The workspace holds README.md and src." },
+    expect(runner.calls).toStrictEqual([{ command: "Write-Output 42", cwd: workspace }]);
+    // From chapter 3 the permission policy asks about the shell, with its own reason.
+    expect(approval.requests).toStrictEqual([
+      { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Write-Output 42" } },
     ]);
-    expect(approval.requests).toEqual([
-      { toolName: "shell", reason: "Shell execution requires approval", arguments: { command: "Get-ChildItem" } },
-    ]);
-    expect(runner.commands).toEqual([shellRequest("Get-ChildItem", workspace)]);
   });
 });

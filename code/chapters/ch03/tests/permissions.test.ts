@@ -13,9 +13,7 @@ import {
   type PermissionBehavior,
   type WorkspaceWriteBoundary,
 } from "../src/core/permissions.js";
-import type { ToolEffect } from "../src/core/tool.js";
-import { ToolRegistry, type ValidToolCall } from "../src/core/tool-registry.js";
-import { toolError, toolSuccess } from "../src/core/tool-result.js";
+import { ToolRegistry, toolError, toolSuccess, type ToolEffect, type ValidToolCall } from "../src/core/tools.js";
 import { call } from "./support/scripted-model.js";
 
 const context = { workspace: "/ws", identity: "test" };
@@ -122,6 +120,12 @@ describe("PermissionRequest and PermissionRule", () => {
     expect(() => new PermissionRequest({ prepared: bad as ValidToolCall, context })).toThrow(
       new PermissionContractError("permission request requires a valid prepared tool call"),
     );
+  });
+
+  it("a valid prepared call spelled with error: undefined is still a valid request", () => {
+    const made = request("read");
+    const spelled = new PermissionRequest({ prepared: { ...made.prepared, error: undefined }, context });
+    expect(spelled.toolName).toBe("read_file");
   });
 
   it("a request is frozen and exposes the tool name", () => {

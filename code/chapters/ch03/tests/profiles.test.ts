@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CapabilitySet, P01, profileForChapter } from "../src/core/profiles.js";
+import { CapabilitySet, P01, P02, P03, profileForChapter, UnknownChapterError } from "../src/core/profiles.js";
 
 describe("chapter profiles", () => {
   it("P01 is frozen and holds exactly loop and powershell", () => {
@@ -7,6 +7,31 @@ describe("chapter profiles", () => {
     expect([...P01.capabilities]).toEqual(["loop", "powershell"]);
     expect(P01.capabilities.has("policy")).toBe(false);
     expect(profileForChapter(1)).toBe(P01);
+  });
+
+  it("P02 is frozen and holds chapter 1's capabilities, then tool_registry and files, and no policy", () => {
+    expect(Object.isFrozen(P02)).toBe(true);
+    expect(P02.chapter).toBe(2);
+    expect([...P02.capabilities]).toEqual(["loop", "powershell", "tool_registry", "files"]);
+    expect(P02.capabilities.has("policy")).toBe(false);
+    expect(profileForChapter(2)).toBe(P02);
+  });
+
+  it("P03 is frozen and holds chapter 2's capabilities, then policy", () => {
+    expect(Object.isFrozen(P03)).toBe(true);
+    expect(P03.chapter).toBe(3);
+    expect([...P03.capabilities]).toEqual(["loop", "powershell", "tool_registry", "files", "policy"]);
+    expect(profileForChapter(3)).toBe(P03);
+  });
+
+  it("knows no chapter but 1, 2 and 3, and says which it knows", () => {
+    expect(() => profileForChapter(4)).toThrow(UnknownChapterError);
+    expect(() => profileForChapter(4)).toThrow(
+      new UnknownChapterError("No profile for chapter 4; this snapshot knows chapters 1, 2, 3"),
+    );
+    expect(() => profileForChapter(0)).toThrow(
+      new UnknownChapterError("No profile for chapter 0; this snapshot knows chapters 1, 2, 3"),
+    );
   });
 
   it("CapabilitySet exposes no mutator, even at runtime", () => {

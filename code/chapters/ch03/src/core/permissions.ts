@@ -123,7 +123,9 @@ export interface WorkspaceWriteBoundary {
 }
 
 function isValidPrepared(prepared: unknown): prepared is ValidToolCall {
-  if (typeof prepared !== "object" || prepared === null || "error" in prepared) return false;
+  if (typeof prepared !== "object" || prepared === null) return false;
+  // A valid call may carry `error: undefined`; only a real error makes it an invalid one.
+  if ((prepared as { error?: unknown }).error !== undefined) return false;
   const { call, definition, arguments: args } = prepared as Record<string, unknown>;
   const { name, effect } = (typeof definition === "object" && definition !== null ? definition : {}) as Record<
     string,

@@ -3,7 +3,7 @@
 // Usage: node --import tsx rss-probe.ts <baseline|flood|read|glob> <workspace> [arg]
 import { NodeWorkspaceFileSystem } from "../../src/adapters/filesystem.js";
 import { PowerShellRunner } from "../../src/adapters/powershell.js";
-import { runShellCommand } from "../../src/features/shell.js";
+import { createShellTool } from "../../src/features/builtin-tools.js";
 
 const [mode, workspace = "", arg = ""] = process.argv.slice(2);
 const fs = new NodeWorkspaceFileSystem(workspace);
@@ -13,7 +13,8 @@ switch (mode) {
   case "baseline":
     break;
   case "flood": {
-    const result = await runShellCommand(new PowerShellRunner(), arg, workspace);
+    const shell = createShellTool(new PowerShellRunner());
+    const result = await shell.handler({ command: arg }, { workspace, identity: "user" });
     summary = { isError: result.isError, length: result.content.length, tail: result.content.slice(-300) };
     break;
   }

@@ -1,9 +1,15 @@
-import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { safePath } from "../src/adapters/filesystem.js";
-import { WorkspacePathError, type WorkspacePathProblem } from "../src/core/workspace-fs.js";
+import { NodeWorkspaceFileSystem, safePath } from "../src/adapters/filesystem.js";
+import {
+  FileNotFoundError,
+  FileTooLargeError,
+  NotAFileError,
+  WorkspacePathError,
+  type WorkspacePathProblem,
+} from "../src/core/workspace-fs.js";
 
 let root: string;
 let ws: string;
@@ -157,5 +163,89 @@ describe.skipIf(!posixLinks)("safePath: real paths through symlinks", () => {
 
   it("has more than 40 cases in all", () => {
     expect(lexical.length + links.length).toBeGreaterThan(40);
+  });
+});
+
+describe("NodeWorkspaceFileSystem: the port on the real disk", () => {
+  let fsRoot: string;
+  let fsWs: string;
+  let files: NodeWorkspaceFileSystem;
+
+  beforeAll(async () => {
+    fsRoot = await realpath(await mkdtemp(join(tmpdir(), "ch02-node-fs-")));
+    fsWs = join(fsRoot, "ws");
+    await mkdir(join(fsWs, "src"), { recursive: true });
+    await writeFile(join(fsWs, "src", "a.ts"), "one\ntwo\nthree\n");
+    await writeFile(join(fsWs, "src", "b.ts"), "");
+    await writeFile(join(fsWs, "c.md"), "c");
+    files = new NodeWorkspaceFileSystem(fsWs);
+  });
+
+  afterAll(async () => {
+    await rm(fsRoot, { recursive: true, force: true });
+  });
+
+  it("resolve gives the absolute path that safePath gives, and refuses the same paths", () => {
+    expect(files.resolve("src/a.ts")).toBe(join(fsWs, "src", "a.ts"));
+    expect(files.resolve("src/../c.md")).toBe(safePath(fsWs, "src/../c.md"));
+    expect(() => files.resolve("../x")).toThrow(new WorkspacePathError("escape", 'path leaves the workspace: "../x"'));
+  });
+
+  it("readText returns the page asked for, where it starts, how many lines, and whether more follow", async () => {
+    expect(await files.readText("src/a.ts", { offset: 2, limit: 1 })).toEqual({
+      text: "two",
+      firstLine: 2,
+      lineCount: 1,
+      more: true,
+    });
+    expect(await files.readText("src/a.ts", { offset: 1, limit: 10 })).toEqual({
+      text: "one\ntwo\nthree",
+      firstLine: 1,
+      lineCount: 3,
+      more: false,
+    });
+  });
+
+  it("readWhole returns the whole text and refuses a file over maxBytes", async () => {
+    expect(await files.readWhole("src/a.ts", 14)).toBe("one\ntwo\nthree\n");
+    await expect(files.readWhole("src/a.ts", 13)).rejects.toThrow(
+      new FileTooLargeError("src/a.ts is 14 bytes; the limit is 13"),
+    );
+  });
+
+  it("reading a missing file or a folder throws the domain error, not an errno", async () => {
+    await expect(files.readText("nope.txt", { offset: 1, limit: 1 })).rejects.toThrow(
+      new FileNotFoundError("nope.txt does not exist"),
+    );
+    await expect(files.readWhole("src", 100)).rejects.toThrow(new NotAFileError("src is a folder, not a file"));
+  });
+
+  it("writeText says whether it created the file, and creates missing folders inside the workspace", async () => {
+    expect(await files.writeText("out/new.txt", "first")).toEqual({ created: true });
+    expect(await files.writeText("out/new.txt", "2nd")).toEqual({ created: false });
+    expect(await readFile(join(fsWs, "out", "new.txt"), "utf8")).toBe("2nd");
+    await expect(files.writeText("../escape.txt", "x")).rejects.toThrow(
+      new WorkspacePathError("escape", 'path leaves the workspace: "../escape.txt"'),
+    );
+    expect((await readdir(fsRoot)).sort()).toEqual(["ws"]);
+    await rm(join(fsWs, "out"), { recursive: true });
+  });
+
+  it("glob returns sorted workspace-relative paths and says when the limit cut it short", async () => {
+    expect(await files.glob("**/*", 10)).toEqual({ paths: ["c.md", "src/a.ts", "src/b.ts"], capped: false });
+    expect(await files.glob("**/*", 3)).toEqual({ paths: ["c.md", "src/a.ts", "src/b.ts"], capped: false });
+    const capped = await files.glob("**/*", 2);
+    expect(capped.capped).toBe(true);
+    expect(capped.paths).toHaveLength(2);
+    expect(await files.glob("*.none", 10)).toEqual({ paths: [], capped: false });
+  });
+
+  it("glob refuses patterns that climb out or are too long, before walking anything", async () => {
+    await expect(files.glob("../*", 10)).rejects.toThrow(
+      new WorkspacePathError("escape", 'glob patterns must stay inside the workspace: "../*"'),
+    );
+    await expect(files.glob("*".repeat(1_001), 10)).rejects.toThrow(
+      new WorkspacePathError("invalid", "glob patterns are limited to 1000 characters"),
+    );
   });
 });

@@ -4,14 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
-import type { ToolContext } from "../src/core/tool.js";
-import { ToolRegistry } from "../src/core/tool-registry.js";
-import type { ToolResult } from "../src/core/tool-result.js";
-import { editFileTool } from "../src/features/edit-file.js";
-import { globTool } from "../src/features/glob.js";
-import { readFileTool } from "../src/features/read-file.js";
-import { writeFileTool } from "../src/features/write-file.js";
-import { call } from "./support/scripted-model.js";
+import { toolCall } from "../src/core/messages.js";
+import type { ToolContext, ToolEffect, ToolRegistry, ToolResult } from "../src/core/tools.js";
+import { createChapterTwoTools } from "../src/features/builtin-tools.js";
+import { FakeCommandRunner } from "./support/fakes.js";
+import { FILE_TOOLS } from "./support/file-tools.js";
 
 // Symlinks need extra privileges on Windows; the path rules they check are covered there by safe-path tests.
 const posixOnly = it.skipIf(process.platform === "win32");
@@ -22,6 +19,7 @@ let root: string;
 let workspace: string;
 let outside: string;
 let registry: ToolRegistry;
+let runner: FakeCommandRunner;
 let context: ToolContext;
 let callNumber = 0;
 
@@ -32,24 +30,22 @@ beforeEach(async () => {
   await mkdir(workspace);
   await mkdir(outside);
   await writeFile(join(outside, "secret.txt"), SECRET);
-  const fileSystem = new NodeWorkspaceFileSystem(workspace);
-  registry = new ToolRegistry();
-  registry.register(readFileTool(fileSystem));
-  registry.register(writeFileTool(fileSystem));
-  registry.register(editFileTool(fileSystem));
-  registry.register(globTool(fileSystem));
-  context = { workspace, identity: "agent-tutorial/ch02" };
+  // Chapter 2's own registry: the file tools as the agent gets them, next to a shell that must never run.
+  runner = new FakeCommandRunner();
+  registry = createChapterTwoTools(runner, new NodeWorkspaceFileSystem(workspace));
+  context = { workspace, identity: "user" };
 });
 
 afterEach(async () => {
+  expect(runner.calls).toEqual([]);
   await rm(root, { recursive: true, force: true });
 });
 
 /** Prepares and invokes one call the way the loop does: a prepare error is the result, else the handler runs. */
 async function run(name: string, args: Record<string, unknown>): Promise<ToolResult> {
   callNumber += 1;
-  const prepared = registry.prepare(call(`call_${callNumber}`, name, args));
-  if ("error" in prepared) return prepared.error;
+  const prepared = registry.prepare(toolCall(`call_${callNumber}`, name, JSON.stringify(args)));
+  if (prepared.error !== undefined) return prepared.error;
   return registry.invoke(prepared, context);
 }
 
@@ -529,5 +525,53 @@ describe("glob", () => {
     const expected = Array.from({ length: 1_000 }, (_, index) => `many/f${String(index).padStart(4, "0")}.txt`);
     await Promise.all(expected.map((path) => put(path, "")));
     expect(await run("glob", { pattern: "many/*.txt" })).toEqual(ok(expected.join("\n")));
+  });
+});
+
+describe("chapter 2's registry", () => {
+  it("holds chapter 1's shell first, then read_file, write_file, edit_file and glob, each with its effect", () => {
+    const valid: Record<string, Record<string, unknown>> = {
+      shell: { command: "Get-ChildItem" },
+      read_file: { path: "a.txt" },
+      write_file: { path: "a.txt", content: "" },
+      edit_file: { path: "a.txt", old_string: "a", new_string: "b" },
+      glob: { pattern: "*" },
+    };
+    const effects = Object.entries(valid).map(([name, args]): [string, ToolEffect] => {
+      const prepared = registry.prepare(toolCall("c1", name, JSON.stringify(args)));
+      if (prepared.error !== undefined) throw new Error(`expected a valid call, got ${prepared.error.content}`);
+      return [name, prepared.definition.effect];
+    });
+    expect(effects).toEqual([
+      ["shell", "execute"],
+      ["read_file", "read"],
+      ["write_file", "write"],
+      ["edit_file", "write"],
+      ["glob", "read"],
+    ]);
+    expect(registry.openAITools().map((tool) => tool.function.name)).toEqual(Object.keys(valid));
+  });
+
+  it("shows the model each file tool's description and exact JSON Schema, $schema included", () => {
+    expect(registry.openAITools().slice(1)).toStrictEqual(FILE_TOOLS);
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ["read_file", { path: "a.txt", encoding: "utf8" }, '(arguments): Unrecognized key: "encoding"'],
+    ["edit_file", { path: "a.txt", old_string: "a" }, "new_string: Invalid input: expected string, received undefined"],
+    ["glob", { pattern: "" }, "pattern: Too small: expected string to have >=1 characters"],
+    ["glob", { pattern: "*", cwd: ".." }, '(arguments): Unrecognized key: "cwd"'],
+    [
+      "write_file",
+      JSON.parse('{"path":"b.txt","content":"x","__proto__":{"polluted":true}}') as Record<string, unknown>,
+      '(arguments): Unrecognized key: "__proto__"',
+    ],
+    ["write_file", { path: "b.txt", content: "x", constructor: "x" }, '(arguments): Unrecognized key: "constructor"'],
+  ])("%s refuses %j with invalid_arguments before touching the disk", async (name, args, problem) => {
+    await put("a.txt", "a\n");
+    expect(await run(name, args)).toEqual(failed("invalid_arguments", `Invalid arguments for ${name}: ${problem}`));
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(await readFile(join(workspace, "a.txt"), "utf8")).toBe("a\n");
+    expect(await readdir(workspace)).toEqual(["a.txt"]);
   });
 });
