@@ -78,7 +78,11 @@ export function isInside(root: string, candidate: string, separator: string): bo
 
 /** A model-supplied path or pattern as messages quote it: cut short, so a huge one cannot flood the context. */
 export function shownPath(text: string): string {
-  return text.length <= MAX_SHOWN_CHARS ? text : `${text.slice(0, MAX_SHOWN_CHARS)}…`;
+  if (text.length <= MAX_SHOWN_CHARS) return text;
+  // Never cut a surrogate pair in half: the message stays well-formed Unicode.
+  const high = text.charCodeAt(MAX_SHOWN_CHARS - 1);
+  const cut = high >= 0xd800 && high <= 0xdbff ? MAX_SHOWN_CHARS - 1 : MAX_SHOWN_CHARS;
+  return `${text.slice(0, cut)}…`;
 }
 
 /** Every rule of the workspace is one answer to the model: the path is not a place inside it. */

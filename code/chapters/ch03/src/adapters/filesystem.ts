@@ -109,7 +109,8 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem, WorkspaceWr
       });
     }
     // Only *, **, ? and [...]: brace and extglob expansion can blow up, and braces could climb out.
-    const stream = fg.stream(pattern, {
+    // `\` is a separator here as in every other tool (safePath), never fast-glob's escape character.
+    const stream = fg.stream(pattern.replaceAll("\\", "/"), {
       cwd: root,
       followSymbolicLinks: false,
       onlyFiles: true,
