@@ -271,6 +271,18 @@ describe("NodeWorkspaceFileSystem: the port on the real disk, the workspace firs
     await rm(fsRoot, { recursive: true, force: true });
   });
 
+  it("writing to . (the workspace folder itself) is Path is a directory, and nothing is created", async () => {
+    const before = await readdir(two);
+    for (const path of [".", "./", "sub/.."]) {
+      const expected =
+        path === "sub/.."
+          ? new WorkspacePathError("Path escapes workspace: sub/..")
+          : new InvalidFilePathError(`Path is a directory: ${path}`);
+      await expect(files.writeFile(two, path, "x")).rejects.toThrow(expected);
+    }
+    expect(await readdir(two)).toEqual(before);
+  });
+
   it("takes no folder when it is made: one instance serves any workspace it is handed", async () => {
     expect(NodeWorkspaceFileSystem.length).toBe(0);
     expect(await files.readFile(one, "c.md")).toBe("c");

@@ -70,17 +70,13 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
     systemPrompt: SYSTEM_PROMPT,
     workspace,
     ...(deps.maxTurns === undefined ? {} : { maxTurns: deps.maxTurns }),
-    ...optionalPolicy(buildPolicy(profile, deps, workspace)),
+    ...optionalPolicy(buildPolicy(profile, deps)),
     ...(deps.onEvent === undefined ? {} : { onEvent: deps.onEvent }),
   });
 }
 
 /** Callers cannot pass a policy: it follows from the profile, so no chapter 3 run lacks one. */
-function buildPolicy(
-  profile: ChapterProfile,
-  deps: BuildDependencies,
-  workspace: string,
-): PermissionPolicy | undefined {
+function buildPolicy(profile: ChapterProfile, deps: BuildDependencies): PermissionPolicy | undefined {
   const { approvalProvider, auditSink } = deps;
   if (profile.capabilities.has("policy")) {
     if (approvalProvider === undefined) throw new TypeError("approvalProvider is required for chapter 3 or later");

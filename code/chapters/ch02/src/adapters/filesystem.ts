@@ -141,6 +141,8 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
   async #write(workspace: string, relativePath: string, bytes: Buffer): Promise<void> {
     const root = realpathSync.native(workspace);
     const target = await safePath(root, relativePath);
+    // `.` names the workspace folder itself: there is no parent to create, and nothing to write to.
+    if (target === root) throw new InvalidFilePathError(`Path is a directory: ${shownPath(relativePath)}`);
     try {
       // Level by level, refusing links: a folder swapped for a link since the check cannot take the new folders out.
       makeRealFolders(root, dirname(target));
