@@ -2,10 +2,10 @@
 import { closeSync, mkdirSync, openSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import fg from "fast-glob";
-import { NodeWorkspaceFileSystem } from "../../code/chapters/ch03/src/adapters/filesystem.js";
+import { MAX_GLOB_RESULTS, NodeWorkspaceFileSystem } from "../../code/chapters/ch03/src/adapters/filesystem.js";
 import { toolCall } from "../../code/chapters/ch03/src/core/messages.js";
 import { ToolRegistry } from "../../code/chapters/ch03/src/core/tools.js";
-import { globTool, MAX_GLOB_RESULTS } from "../../code/chapters/ch03/src/features/glob.js";
+import { createGlobTool } from "../../code/chapters/ch03/src/features/builtin-tools.js";
 import { nowNs, ratioOfMedians, rounds, summarize } from "./stats.js";
 import { ratioText, type Row } from "./table.js";
 import { makeTemp, removeTemp } from "./temp.js";
@@ -23,9 +23,9 @@ export async function benchGlob(options: { readonly runs: number }): Promise<{ r
     const started = nowNs();
     const { workspace, files } = generateTree(root);
     const generatedMs = (nowNs() - started) / 1e6;
-    const fileSystem = new NodeWorkspaceFileSystem(workspace);
+    const fileSystem = new NodeWorkspaceFileSystem();
     const tools = new ToolRegistry();
-    tools.register(globTool(fileSystem));
+    tools.register(createGlobTool(fileSystem));
     const context = { workspace, identity: "user" };
     const viaTool = async (pattern: string): Promise<string> => {
       const prepared = tools.prepare(toolCall("call_glob", "glob", JSON.stringify({ pattern })));
@@ -69,7 +69,8 @@ export async function benchGlob(options: { readonly runs: number }): Promise<{ r
         fewStream: timed(() => fgStreamFirst("**/needle-*.txt", Infinity)),
         allTool: timed(() => viaTool("**/*")),
         allRaw: timed(() => fg("**/*", fgOptions)),
-        allStream: timed(() => fgStreamFirst("**/*", MAX_GLOB_RESULTS)),
+        // The tool reads one match past its cap to know that more exist: the fair baseline stops there too.
+        allStream: timed(() => fgStreamFirst("**/*", MAX_GLOB_RESULTS + 1)),
       },
       { runs: options.runs, warmup: 1 },
     );
@@ -92,15 +93,15 @@ export async function benchGlob(options: { readonly runs: number }): Promise<{ r
           ratio: ratioText(ratioOfMedians(samples.fewStream, samples.fewRaw), "raw"),
         },
         {
-          name: "glob `**/*`: tool (stops at 1,000)",
+          name: "glob `**/*`: tool (shows 1,000, reads 1,001)",
           kind: "time",
           value: summarize(samples.allTool),
-          ratio: `${ratioText(ratioOfMedians(samples.allTool, samples.allRaw), "raw")}; ${ratioText(allFairRatio, "stream-1000")}`,
-          goal: { text: "≤ 1.2× stream-1000", met: allFairRatio <= 1.2 },
+          ratio: `${ratioText(ratioOfMedians(samples.allTool, samples.allRaw), "raw")}; ${ratioText(allFairRatio, "stream-1001")}`,
+          goal: { text: "≤ 1.2× stream-1001", met: allFairRatio <= 1.2 },
         },
         { name: "glob `**/*`: raw fast-glob (array, 100k)", kind: "time", value: summarize(samples.allRaw) },
         {
-          name: "glob `**/*`: raw fast-glob.stream, first 1,000",
+          name: "glob `**/*`: raw fast-glob.stream, first 1,001",
           kind: "time",
           value: summarize(samples.allStream),
           ratio: ratioText(ratioOfMedians(samples.allStream, samples.allRaw), "raw"),

@@ -30,7 +30,7 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
     mkdirSync(join(workspace, "sub"));
     writeFileSync(join(workspace, WRITE_PATH), "x");
     const absolute = join(workspace, WRITE_PATH);
-    const fileSystem = new NodeWorkspaceFileSystem(workspace);
+    const fileSystem = new NodeWorkspaceFileSystem();
     const tools = createChapterTwoTools(neverRuns, fileSystem);
     tools.register({
       name: "noop",
@@ -64,7 +64,7 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
         read: perOp(() => policy.decide(read), options.batchMs),
         shell: perOp(() => policy.decide(shell), options.batchMs),
         write: perOp(() => policy.decide(write), options.batchMs),
-        boundary: perOpSync(() => fileSystem.isInsideWorkspace(WRITE_PATH), options.batchMs),
+        boundary: perOp(() => fileSystem.isPathWithinWorkspace(workspace, WRITE_PATH), options.batchMs),
         realpath: perOpSync(() => realpathSync(absolute), options.batchMs),
         realpathNative: perOpSync(() => realpathSync.native(absolute), options.batchMs),
       },
@@ -96,7 +96,7 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
         goal: { text: "< 2× realpathSync", met: writeVsRealpath < 2 },
       },
       {
-        name: "policy: boundary only (isInsideWorkspace)",
+        name: "policy: boundary only (isPathWithinWorkspace)",
         kind: "time",
         value: summarize(samples.boundary),
         ratio: ratioText(ratioOfMedians(samples.boundary, samples.realpath), "realpathSync"),

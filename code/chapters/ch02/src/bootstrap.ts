@@ -10,7 +10,7 @@ import { AgentRunner, type ToolAuthorizer } from "./core/loop.js";
 import type { ChatMessage } from "./core/messages.js";
 import type { ModelClient } from "./core/model.js";
 import { profileForChapter, type ChapterProfile } from "./core/profiles.js";
-import type { WorkspaceFileSystem } from "./core/workspace-fs.js";
+import type { WorkspaceFileSystem } from "./core/filesystem.js";
 import { createChapterOneTools, createChapterTwoTools } from "./features/builtin-tools.js";
 
 export { toOpenAIMessage } from "./adapters/openai-chat.js";
@@ -50,7 +50,7 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
   const tools =
     profile.chapter === 1
       ? createChapterOneTools(commandRunner)
-      : createChapterTwoTools(commandRunner, deps.fileSystem ?? new NodeWorkspaceFileSystem(workspace));
+      : createChapterTwoTools(commandRunner, deps.fileSystem ?? new NodeWorkspaceFileSystem());
   return new AgentRunner({
     model: deps.model,
     tools,

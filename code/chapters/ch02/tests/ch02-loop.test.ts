@@ -9,7 +9,7 @@ import { SHELL_APPROVAL_REASON } from "../src/core/loop.js";
 import { assistantMessage, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import { P02 } from "../src/core/profiles.js";
 import type { OpenAITool } from "../src/core/tools.js";
-import type { WorkspaceFileSystem } from "../src/core/workspace-fs.js";
+import type { WorkspaceFileSystem } from "../src/core/filesystem.js";
 import {
   apiError,
   completion,
@@ -100,7 +100,7 @@ function expectedRequests(history: readonly ChatMessage[]): WireMessage[][] {
   );
 }
 
-const ESCAPE_MESSAGE = 'Error [path_escape]: path leaves the workspace: "../outside.txt"';
+const ESCAPE_MESSAGE = "Error [path_escape]: Path escapes workspace: ../outside.txt";
 const SUMMARY = "One source file: src/app.ts.\n";
 const SHELL_TOOL = {
   type: "function",
@@ -144,8 +144,8 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     expect(sent[1]?.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "call_escape", content: ESCAPE_MESSAGE });
     expect(wireToolMessages(sent[4]?.messages ?? [])).toEqual([
       ["call_escape", ESCAPE_MESSAGE],
-      ["call_write", "Created notes/summary.txt (29 bytes)"],
-      ["call_read", "One source file: src/app.ts."],
+      ["call_write", "Wrote 29 UTF-8 bytes to notes/summary.txt"],
+      ["call_read", SUMMARY],
       ["call_glob", "notes/summary.txt\nsrc/app.ts"],
     ]);
     // Every request is the system prompt and a prefix of the paired history, nothing more.
@@ -170,7 +170,7 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
       [
         {
           toolCalls: [
-            wireCall("call_edit", "edit_file", { path: "src/app.ts", old_string: "{}", new_string: "{ main }" }),
+            wireCall("call_edit", "edit_file", { path: "src/app.ts", old_text: "{}", new_text: "{ main }" }),
             wireCall("call_read", "read_file", { path: "src/app.ts" }),
           ],
         },
@@ -184,8 +184,8 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
 
     expect(result.finalText).toBe("Exported main.");
     expect(wireToolMessages(requests()[1]?.messages ?? [])).toEqual([
-      ["call_edit", "Replaced 1 occurrence in src/app.ts"],
-      ["call_read", "export { main };"],
+      ["call_edit", "Edited src/app.ts"],
+      ["call_read", "export { main };\n"],
     ]);
     expect(() => validateToolPairing(result.history)).not.toThrow();
     expect(requests().map((request) => request.messages)).toEqual(expectedRequests(result.history));
@@ -202,8 +202,8 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
         {
           toolCalls: [
             wireCall("call_glob", "glob", { pattern: "**/*.ts" }),
-            wireCall("call_read", "read_file", { path: "src/app.ts", offset: 1, limit: 5 }),
-            wireCall("call_edit", "edit_file", { path: "src/app.ts", old_string: "{}", new_string: "{ x }" }),
+            wireCall("call_read", "read_file", { path: "src/app.ts", limit: 5 }),
+            wireCall("call_edit", "edit_file", { path: "src/app.ts", old_text: "{}", new_text: "{ x }" }),
             wireCall("call_write", "write_file", { path: "notes.md", content: "n" }),
           ],
         },
@@ -217,18 +217,23 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     await agent.run("Work in memory");
 
     expect(fileSystem.calls).toEqual([
-      ["glob", "**/*.ts", 1_000],
-      ["readText", "src/app.ts", { offset: 1, limit: 5 }],
-      ["readWhole", "src/app.ts", 10 * 1024 * 1024],
-      ["writeText", "src/app.ts", "export { x };\n"],
-      ["writeText", "notes.md", "n"],
+      ["globFiles", workspace, "**/*.ts"],
+      ["readFile", workspace, "src/app.ts", 5],
+      ["editFile", workspace, "src/app.ts", "{}", "{ x }"],
+      ["writeFile", workspace, "notes.md", "n"],
     ]);
     expect(wireToolMessages(requests()[1]?.messages ?? [])).toEqual([
       ["call_glob", "src/app.ts"],
-      ["call_read", "export {};"],
-      ["call_edit", "Replaced 1 occurrence in src/app.ts"],
-      ["call_write", "Created notes.md (1 bytes)"],
+      ["call_read", "export {};\n"],
+      ["call_edit", "Edited src/app.ts"],
+      ["call_write", "Wrote 1 UTF-8 bytes to notes.md"],
     ]);
+    expect(fileSystem.files).toEqual(
+      new Map([
+        ["src/app.ts", "export { x };\n"],
+        ["notes.md", "n"],
+      ]),
+    );
     // The real workspace is as it was: the agent wrote through the port, not around it.
     expect(await readFile(join(workspace, "src", "app.ts"), "utf8")).toBe("export {};\n");
     expect(await readdir(workspace)).toEqual(["src"]);
@@ -280,7 +285,7 @@ describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", ()
     const sent = requests();
     expect(wireToolMessages(sent[1]?.messages ?? [])).toEqual([
       ["call_ls", "a.txt"],
-      ["call_log", "Created log.txt (7 bytes)"],
+      ["call_log", "Wrote 7 UTF-8 bytes to log.txt"],
     ]);
     expect(() => validateToolPairing(result.history)).not.toThrow();
     expect(sent.map((request) => request.messages)).toEqual(expectedRequests(result.history));

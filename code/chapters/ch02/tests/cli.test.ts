@@ -469,7 +469,7 @@ describe("runCli with chapter 2's file tools", () => {
     expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
       role: "tool",
       tool_call_id: "call_w",
-      content: "Created notes/a.txt (3 bytes)",
+      content: "Wrote 3 UTF-8 bytes to notes/a.txt",
     });
   });
 
@@ -487,7 +487,7 @@ describe("runCli with chapter 2's file tools", () => {
     expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
       role: "tool",
       tool_call_id: "call_x",
-      content: 'Error [path_escape]: path leaves the workspace: "../outside.txt"',
+      content: "Error [path_escape]: Path escapes workspace: ../outside.txt",
     });
     expect(existsSync(join(root, "outside.txt"))).toBe(false);
     expect(await readdir(workspace)).toEqual([]);

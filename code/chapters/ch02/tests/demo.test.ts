@@ -1,7 +1,8 @@
 import { spawnSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
@@ -20,9 +21,12 @@ afterEach(async () => {
 });
 
 describe("the chapter 2 demo without a terminal", () => {
-  it("needs no key, globs, reads and writes inside, refuses the outside write as path_escape and the shell for want of a TTY", () => {
+  it("needs no key, walks the book's write → edit → read → glob, and refuses ../secret.txt as path_escape", () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
-    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo"], {
+    const transcriptFolder = mkdtempSync(join(tmpdir(), "ch02-demo-transcript-"));
+    demoRoots.push(transcriptFolder);
+    const transcript = join(transcriptFolder, "demo.json");
+    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", "--transcript", transcript], {
       env,
       encoding: "utf8",
       stdio: ["ignore", "pipe", "pipe"],
@@ -36,26 +40,40 @@ describe("the chapter 2 demo without a terminal", () => {
     expect(run.stderr).toBe(
       [
         `演示工作区: ${workspace}`,
-        '→ glob {"pattern":"**/*.md"}',
+        '→ write_file {"path":"demo/note.txt","content":"alpha"}',
         "  ✓ ok",
-        '→ read_file {"path":"README.md"}',
+        '→ edit_file {"path":"demo/note.txt","old_text":"alpha","new_text":"gamma"}',
         "  ✓ ok",
-        '→ write_file {"path":"notes/summary.txt","content":"这是 agent-tutorial 的演示工作区。\\n"}',
+        '→ read_file {"path":"demo/note.txt"}',
         "  ✓ ok",
-        '→ write_file {"path":"../outside.txt","content":"不应该出现\\n"}',
+        '→ glob {"pattern":"demo/*.txt"}',
+        "  ✓ ok",
+        '→ read_file {"path":"../secret.txt"}',
         "  ✗ path_escape",
-        '→ shell {"command":"Get-ChildItem -Force -Recurse"}',
-        "无交互输入，默认拒绝。",
-        "  ✗ denied",
         "",
       ].join("\n"),
     );
     expect(finalText.startsWith("演示结束。")).toBe(true);
     expect(run.stdout).toBe(`${finalText}\n`);
-    // The inside write is on disk, exactly; nothing was written next to the workspace.
-    expect(readdirSync(workspace).sort()).toEqual(["README.md", "notes"]);
-    expect(readdirSync(join(workspace, "notes"))).toEqual(["summary.txt"]);
-    expect(readFileSync(join(workspace, "notes", "summary.txt"), "utf8")).toBe("这是 agent-tutorial 的演示工作区。\n");
+    // What the model was told, call by call: the book's four results, then the refusal.
+    const recorded = JSON.parse(readFileSync(transcript, "utf8")) as {
+      messages: { role: string; tool_call_id?: string; content: string | null }[];
+    };
+    expect(recorded.messages.filter((message) => message.role === "tool")).toEqual([
+      { role: "tool", tool_call_id: "call_demo_1", content: "Wrote 5 UTF-8 bytes to demo/note.txt" },
+      { role: "tool", tool_call_id: "call_demo_2", content: "Edited demo/note.txt" },
+      { role: "tool", tool_call_id: "call_demo_3", content: "gamma" },
+      { role: "tool", tool_call_id: "call_demo_4", content: "demo/note.txt" },
+      {
+        role: "tool",
+        tool_call_id: "call_demo_5",
+        content: "Error [path_escape]: Path escapes workspace: ../secret.txt",
+      },
+    ]);
+    // The file is on disk, exactly; nothing was written next to the workspace.
+    expect(readdirSync(workspace).sort()).toEqual(["README.md", "demo"]);
+    expect(readdirSync(join(workspace, "demo"))).toEqual(["note.txt"]);
+    expect(readFileSync(join(workspace, "demo", "note.txt"), "utf8")).toBe("gamma");
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 });

@@ -1,5 +1,36 @@
+import { mkdtemp, realpath, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { CapabilitySet, P01, P02, profileForChapter, UnknownChapterError } from "../src/core/profiles.js";
+import { buildAgent } from "../src/bootstrap.js";
+import {
+  CapabilitySet,
+  P01,
+  P02,
+  profileForChapter,
+  UnknownChapterError,
+  type ChapterProfile,
+} from "../src/core/profiles.js";
+import { FakeCommandRunner, FakeFileSystem } from "./support/fakes.js";
+import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
+
+/** The tool names the model is offered in each request of a two-turn run built from `profile`. */
+async function offeredTools(profile: ChapterProfile): Promise<string[][]> {
+  const workspace = await realpath(await mkdtemp(join(tmpdir(), "ch02-profiles-")));
+  try {
+    const model = new ScriptedModel([toolTurn(call("c1", "unknown_tool", {})), textTurn("done")]);
+    const agent = buildAgent(profile, {
+      model,
+      workspace,
+      commandRunner: new FakeCommandRunner(),
+      fileSystem: new FakeFileSystem(),
+    });
+    await agent.run("What can you do?");
+    return model.requests.map((request) => request.tools.map((tool) => tool.function.name));
+  } finally {
+    await rm(workspace, { recursive: true, force: true });
+  }
+}
 
 describe("chapter profiles", () => {
   it("P01 is frozen and holds exactly loop and powershell", () => {
@@ -15,6 +46,15 @@ describe("chapter profiles", () => {
     expect([...P02.capabilities]).toEqual(["loop", "powershell", "tool_registry", "files"]);
     expect(P02.capabilities.has("policy")).toBe(false);
     expect(profileForChapter(2)).toBe(P02);
+  });
+
+  it("P01 exposes only shell to the model, in every turn", async () => {
+    expect(await offeredTools(P01)).toEqual([["shell"], ["shell"]]);
+  });
+
+  it("P02 exposes shell, read_file, write_file, edit_file and glob in that fixed order, in every turn", async () => {
+    const order = ["shell", "read_file", "write_file", "edit_file", "glob"];
+    expect(await offeredTools(P02)).toEqual([order, order]);
   });
 
   it("knows no chapter but 1 and 2, and says which it knows", () => {

@@ -12,7 +12,7 @@ import type { ModelClient } from "./core/model.js";
 import { PermissionPolicy } from "./core/permission-policy.js";
 import { PermissionRule, type ApprovalProvider, type AuditSink } from "./core/permissions.js";
 import { profileForChapter, type ChapterProfile } from "./core/profiles.js";
-import type { WorkspaceFileSystem } from "./core/workspace-fs.js";
+import type { WorkspaceFileSystem } from "./core/filesystem.js";
 import { createChapterOneTools, createChapterTwoTools } from "./features/builtin-tools.js";
 
 export { toOpenAIMessage } from "./adapters/openai-chat.js";
@@ -63,30 +63,26 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
   const tools =
     profile.chapter === 1
       ? createChapterOneTools(commandRunner)
-      : createChapterTwoTools(commandRunner, deps.fileSystem ?? new NodeWorkspaceFileSystem(workspace));
+      : createChapterTwoTools(commandRunner, deps.fileSystem ?? new NodeWorkspaceFileSystem());
   return new AgentRunner({
     model: deps.model,
     tools,
     systemPrompt: SYSTEM_PROMPT,
     workspace,
     ...(deps.maxTurns === undefined ? {} : { maxTurns: deps.maxTurns }),
-    ...optionalPolicy(buildPolicy(profile, deps, workspace)),
+    ...optionalPolicy(buildPolicy(profile, deps)),
     ...(deps.onEvent === undefined ? {} : { onEvent: deps.onEvent }),
   });
 }
 
 /** Callers cannot pass a policy: it follows from the profile, so no chapter 3 run lacks one. */
-function buildPolicy(
-  profile: ChapterProfile,
-  deps: BuildDependencies,
-  workspace: string,
-): PermissionPolicy | undefined {
+function buildPolicy(profile: ChapterProfile, deps: BuildDependencies): PermissionPolicy | undefined {
   const { approvalProvider, auditSink } = deps;
   if (profile.capabilities.has("policy")) {
     if (approvalProvider === undefined) throw new TypeError("approvalProvider is required for chapter 3 or later");
     if (auditSink === undefined) throw new TypeError("auditSink is required for chapter 3 or later");
     return new PermissionPolicy({
-      boundary: new NodeWorkspaceFileSystem(workspace),
+      boundary: new NodeWorkspaceFileSystem(),
       rules: P03_RULES,
       approvalProvider,
       auditSink,

@@ -23,7 +23,7 @@ import {
 } from "../src/core/permissions.js";
 import { P01, P02, P03, type ChapterProfile } from "../src/core/profiles.js";
 import type { ToolContext, ToolRegistry, ValidToolCall } from "../src/core/tools.js";
-import type { GlobResult, ReadPage, WorkspaceFileSystem } from "../src/core/workspace-fs.js";
+import { WorkspacePathError, type WorkspaceFileSystem } from "../src/core/filesystem.js";
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
@@ -48,6 +48,17 @@ const REFUSED = "The user did not approve this tool call";
 const EVALUATION_FAILED = "Error [permission_evaluation_error]: Permission evaluation failed";
 
 const denied = (reason: string): string => `Error [permission_denied]: ${reason}`;
+
+/** Paths chapter 2's `safePath` refuses by their text alone: device names, illegal characters, trailing dots, any `..`. */
+const CHAPTER_TWO_REFUSED = [
+  "NUL.txt",
+  "CON.txt",
+  "a|b.txt",
+  "file:stream",
+  "trailing.",
+  "trailing ",
+  "nested/../x.txt",
+];
 
 /** `[tool, behavior, source, reason]`: one permission decision, as the audit and the approver saw it. */
 type DecisionTuple = readonly [tool: string, behavior: PermissionBehavior, source: string, reason: string];
@@ -109,33 +120,35 @@ function answering(raw: unknown): ApprovalProvider {
   return { requestApproval: () => Promise.resolve(raw as PermissionDecision) };
 }
 
-/** The real Node file system, with every call written down: the file tools' handler boundary we own. */
+/**
+ * The real Node file system, with every call written down as `method path`: the file tools' handler
+ * boundary we own. A call for any folder but the test's workspace is written down with that folder.
+ */
 class CountingFileSystem implements WorkspaceFileSystem {
   readonly calls: string[] = [];
-  private readonly inner: NodeWorkspaceFileSystem;
+  private readonly inner = new NodeWorkspaceFileSystem();
   constructor(
-    workspace: string,
+    private readonly workspace: string,
     private readonly timeline: string[] = [],
-  ) {
-    this.inner = new NodeWorkspaceFileSystem(workspace);
+  ) {}
+  readFile(workspace: string, relativePath: string, limit?: number): Promise<string> {
+    this.note("readFile", workspace, relativePath);
+    return this.inner.readFile(workspace, relativePath, limit);
   }
-  readText(path: string, page: { offset: number; limit: number }): Promise<ReadPage> {
-    this.note(`readText ${path}`);
-    return this.inner.readText(path, page);
+  writeFile(workspace: string, relativePath: string, content: string): Promise<number> {
+    this.note("writeFile", workspace, relativePath);
+    return this.inner.writeFile(workspace, relativePath, content);
   }
-  readWhole(path: string, maxBytes: number): Promise<string> {
-    this.note(`readWhole ${path}`);
-    return this.inner.readWhole(path, maxBytes);
+  editFile(workspace: string, relativePath: string, oldText: string, newText: string): Promise<void> {
+    this.note("editFile", workspace, relativePath);
+    return this.inner.editFile(workspace, relativePath, oldText, newText);
   }
-  writeText(path: string, content: string): Promise<{ readonly created: boolean }> {
-    this.note(`writeText ${path}`);
-    return this.inner.writeText(path, content);
+  globFiles(workspace: string, pattern: string): Promise<readonly string[]> {
+    this.note("globFiles", workspace, pattern);
+    return this.inner.globFiles(workspace, pattern);
   }
-  glob(pattern: string, limit: number): Promise<GlobResult> {
-    this.note(`glob ${pattern}`);
-    return this.inner.glob(pattern, limit);
-  }
-  private note(entry: string): void {
+  private note(method: string, workspace: string, path: string): void {
+    const entry = workspace === this.workspace ? `${method} ${path}` : `${method} ${path} (in ${workspace})`;
     this.calls.push(entry);
     this.timeline.push(`fs ${entry}`);
   }
@@ -181,6 +194,20 @@ async function outsideState(): Promise<{ root: string[]; outside: string[]; secr
 }
 
 const UNTOUCHED = { root: ["outside", "ws"], outside: ["secret.txt"], secret: SECRET };
+
+/** Every entry under the workspace, `/`-separated and sorted, links listed but never followed: what a write could add. */
+async function workspaceEntries(folder = workspace, prefix = ""): Promise<string[]> {
+  const entries: string[] = [];
+  for (const entry of await readdir(folder, { withFileTypes: true })) {
+    entries.push(prefix + entry.name);
+    if (entry.isDirectory()) {
+      entries.push(...(await workspaceEntries(join(folder, entry.name), `${prefix}${entry.name}/`)));
+    }
+  }
+  return entries.sort();
+}
+
+const WORKSPACE_AT_START = ["readme.md", "src", "src/app.ts"];
 
 const inWorkspace = (relative: string): string => join(workspace, relative);
 const readText = (path: string): Promise<string> => readFile(path, "utf8");
@@ -254,7 +281,7 @@ const context = (): ToolContext => ({ workspace, identity: "user" });
 /** A P03 policy like `buildAgent`'s, with the parts a test swaps. */
 function policyFor(r: Rig, options: { rules?: readonly PermissionRule[]; boundary?: WorkspaceWriteBoundary } = {}) {
   return new PermissionPolicy({
-    boundary: options.boundary ?? new NodeWorkspaceFileSystem(workspace),
+    boundary: options.boundary ?? new NodeWorkspaceFileSystem(),
     rules: options.rules ?? P03_RULES,
     approvalProvider: r.approval,
     auditSink: r.audit,
@@ -262,10 +289,16 @@ function policyFor(r: Rig, options: { rules?: readonly PermissionRule[]; boundar
 }
 
 /** A permission request for one call, prepared by the real registry the way the loop prepares it. */
-function requestFor(r: Rig, name: string, args: unknown, recommendations: readonly PermissionDecision[] = []) {
+function requestFor(
+  r: Rig,
+  name: string,
+  args: unknown,
+  recommendations: readonly PermissionDecision[] = [],
+  toolContext: ToolContext = context(),
+) {
   const prepared = p03Tools(r).prepare(call("direct", name, args));
   if (prepared.error !== undefined) throw new Error(prepared.error.content);
-  return new PermissionRequest({ prepared: prepared satisfies ValidToolCall, context: context(), recommendations });
+  return new PermissionRequest({ prepared: prepared satisfies ValidToolCall, context: toolContext, recommendations });
 }
 
 /** A rule about `write_file` whose reason names it, so the winner is visible in every message. */
@@ -285,11 +318,11 @@ const writeNotes = (id = "c1", content = "hello"): ModelReply =>
 const outsideCalls = (path: string): ModelReply =>
   toolTurn(
     call("c1", "write_file", { path, content: "pwned" }),
-    call("c2", "edit_file", { path, old_string: "top", new_string: "pwned" }),
+    call("c2", "edit_file", { path, old_text: "top", new_text: "pwned" }),
   );
 
 /** The hard deny of both calls: nothing asked, nothing touched, both audited as the boundary's. */
-async function expectHardDeny(r: Rig, result: RunResult): Promise<void> {
+async function expectHardDeny(r: Rig, result: RunResult, workspaceBefore = WORKSPACE_AT_START): Promise<void> {
   expect(toolMessages(result.history)).toEqual([
     ["c1", denied(OUTSIDE)],
     ["c2", denied(OUTSIDE)],
@@ -301,6 +334,7 @@ async function expectHardDeny(r: Rig, result: RunResult): Promise<void> {
     ["edit_file", "deny", "workspace-boundary", OUTSIDE],
   ]);
   expect(await outsideState()).toEqual(UNTOUCHED);
+  expect(await workspaceEntries()).toEqual(workspaceBefore);
 }
 
 describe("rule 1: deny beats ask, allow and passthrough", () => {
@@ -357,9 +391,9 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
     const result = await runWithPolicy(r, policyFor(r, { rules }), [writeNotes()]);
 
     expect(r.approval.pending).toEqual([]);
-    expect(toolMessages(result.history)).toEqual([["c1", "Created notes.txt (5 bytes)"]]);
+    expect(toolMessages(result.history)).toEqual([["c1", "Wrote 5 UTF-8 bytes to notes.txt"]]);
     expect(r.audit.records).toEqual([["write_file", "allow", "allow-rule", "allow-rule says allow"]]);
-    expect(r.files.calls).toEqual(["writeText notes.txt"]);
+    expect(r.files.calls).toEqual(["writeFile notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
   });
 
@@ -385,7 +419,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
     ]);
 
     expect(r.approval.pending).toEqual([]);
-    expect(toolMessages(result.history)).toEqual([["c1", "Created notes.txt (5 bytes)"]]);
+    expect(toolMessages(result.history)).toEqual([["c1", "Wrote 5 UTF-8 bytes to notes.txt"]]);
     expect(r.audit.records).toEqual([["write_file", "allow", "default", PASSED]]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
   });
@@ -471,8 +505,8 @@ describe("rule 3: ask runs only after an explicit allow", () => {
     const result = await runP03(r, [writeNotes("c1", "hello\nworld\n")]);
 
     expect(r.approval.pending).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
-    expect(toolMessages(result.history)).toEqual([["c1", "Created notes.txt (12 bytes)"]]);
-    expect(r.files.calls).toEqual(["writeText notes.txt"]);
+    expect(toolMessages(result.history)).toEqual([["c1", "Wrote 12 UTF-8 bytes to notes.txt"]]);
+    expect(r.files.calls).toEqual(["writeFile notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello\nworld\n");
     expect(r.audit.records).toEqual([["write_file", "allow", "user", APPROVED]]);
   });
@@ -508,10 +542,10 @@ describe("rule 3: ask runs only after an explicit allow", () => {
       ["write_file", "ask", "confirm-file-write", ASK_WRITE],
     ]);
     expect(toolMessages(result.history)).toEqual([
-      ["c1", "Created notes.txt (5 bytes)"],
+      ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
       ["c2", denied(REFUSED)],
     ]);
-    expect(r.files.calls).toEqual(["writeText notes.txt"]);
+    expect(r.files.calls).toEqual(["writeFile notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("first");
     expect(r.audit.records).toEqual([
       ["write_file", "allow", "user", APPROVED],
@@ -541,11 +575,11 @@ describe("rule 3: ask runs only after an explicit allow", () => {
       ].join("\n");
     expect(output.text).toBe(question("first") + question("second"));
     expect(toolMessages(result.history)).toEqual([
-      ["c1", "Created notes.txt (5 bytes)"],
+      ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
       ["c2", denied("Denied by the user")],
     ]);
     expect(r.approval.pending).toHaveLength(2);
-    expect(r.files.calls).toEqual(["writeText notes.txt"]);
+    expect(r.files.calls).toEqual(["writeFile notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("first");
     expect(r.audit.records).toEqual([
       ["write_file", "allow", "user", "Approved by the user"],
@@ -558,7 +592,7 @@ describe("rule 4: no provider, provider error, invalid result, empty answer and 
   it("with no approval provider, every ask (shell and file write) is denied", async () => {
     const r = rig();
     const policy = new PermissionPolicy({
-      boundary: new NodeWorkspaceFileSystem(workspace),
+      boundary: new NodeWorkspaceFileSystem(),
       rules: P03_RULES,
       auditSink: r.audit,
     });
@@ -760,11 +794,11 @@ describe("rule 6: plain reads pass with no rule against them", () => {
     ]);
 
     expect(toolMessages(result.history)).toEqual([
-      ["c1", "# Demo\nline two"],
+      ["c1", README],
       ["c2", "readme.md\nsrc/app.ts"],
     ]);
     expect(r.approval.pending).toEqual([]);
-    expect(r.files.calls).toEqual(["readText readme.md", "glob **/*"]);
+    expect(r.files.calls).toEqual(["readFile readme.md", "globFiles **/*"]);
     expect(r.audit.records).toEqual([
       ["read_file", "allow", "default", PASSED],
       ["glob", "allow", "default", PASSED],
@@ -776,11 +810,11 @@ describe("rule 6: plain reads pass with no rule against them", () => {
     const result = await runP03(r, [toolTurn(call("c1", "read_file", { path: "../outside/secret.txt" }))]);
 
     expect(toolMessages(result.history)).toEqual([
-      ["c1", 'Error [path_escape]: path leaves the workspace: "../outside/secret.txt"'],
+      ["c1", "Error [path_escape]: Path escapes workspace: ../outside/secret.txt"],
     ]);
     expect(JSON.stringify(result.history)).not.toContain("top secret");
     expect(r.approval.pending).toEqual([]);
-    expect(r.files.calls).toEqual(["readText ../outside/secret.txt"]);
+    expect(r.files.calls).toEqual(["readFile ../outside/secret.txt"]);
     expect(r.audit.records).toEqual([["read_file", "allow", "default", PASSED]]);
   });
 });
@@ -789,7 +823,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
   const writeAndEdit = [
     toolTurn(
       call("c1", "write_file", { path: "notes.txt", content: "hello" }),
-      call("c2", "edit_file", { path: "readme.md", old_string: "line two", new_string: "line 2" }),
+      call("c2", "edit_file", { path: "readme.md", old_text: "line two", new_text: "line 2" }),
     ),
   ];
 
@@ -799,10 +833,10 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
 
     expect(r.approval.pending).toEqual([]);
     expect(toolMessages(result.history)).toEqual([
-      ["c1", "Created notes.txt (5 bytes)"],
-      ["c2", "Replaced 1 occurrence in readme.md"],
+      ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
+      ["c2", "Edited readme.md"],
     ]);
-    expect(r.files.calls).toEqual(["writeText notes.txt", "readWhole readme.md", "writeText readme.md"]);
+    expect(r.files.calls).toEqual(["writeFile notes.txt", "editFile readme.md"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
     expect(await readText(inWorkspace("readme.md"))).toBe("# Demo\nline 2\n");
     expect(r.audit.records).toEqual([]);
@@ -846,10 +880,10 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
       ["edit_file", "ask", "confirm-file-write", ASK_WRITE],
     ]);
     expect(toolMessages(result.history)).toEqual([
-      ["c1", "Created notes.txt (5 bytes)"],
-      ["c2", "Replaced 1 occurrence in readme.md"],
+      ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
+      ["c2", "Edited readme.md"],
     ]);
-    expect(r.files.calls).toEqual(["writeText notes.txt", "readWhole readme.md", "writeText readme.md"]);
+    expect(r.files.calls).toEqual(["writeFile notes.txt", "editFile readme.md"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
     expect(await readText(inWorkspace("readme.md"))).toBe("# Demo\nline 2\n");
     expect(r.audit.records).toEqual([
@@ -861,7 +895,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
   it("under P03 a refused edit_file leaves the file as it was", async () => {
     const r = rig(new CountingApproval(false));
     const result = await runP03(r, [
-      toolTurn(call("c1", "edit_file", { path: "readme.md", old_string: "line two", new_string: "line 2" })),
+      toolTurn(call("c1", "edit_file", { path: "readme.md", old_text: "line two", new_text: "line 2" })),
     ]);
 
     expect(r.approval.pending).toEqual([["edit_file", "ask", "confirm-file-write", ASK_WRITE]]);
@@ -888,7 +922,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
   posixOnly("a path through a symlinked folder that points outside is denied under P03", async () => {
     await symlink(outside, inWorkspace("link"), "dir");
     const r = rig(new CountingApproval(true));
-    await expectHardDeny(r, await runP03(r, [outsideCalls("link/secret.txt")]));
+    await expectHardDeny(r, await runP03(r, [outsideCalls("link/secret.txt")]), ["link", ...WORKSPACE_AT_START]);
   });
 
   posixOnly("a dangling symlink whose target would be created outside is denied under P03", async () => {
@@ -930,12 +964,12 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     [
       "throws",
       {
-        isInsideWorkspace: (): boolean => {
+        isPathWithinWorkspace: (): Promise<boolean> => {
           throw new Error("stat failed");
         },
       },
     ],
-    ["rejects", { isInsideWorkspace: (): Promise<boolean> => Promise.reject(new Error("stat failed")) }],
+    ["rejects", { isPathWithinWorkspace: (): Promise<boolean> => Promise.reject(new Error("stat failed")) }],
   ] satisfies [string, WorkspaceWriteBoundary][])(
     "a boundary check that %s is a deny, however willing the rules and the approver",
     async (_how, boundary) => {
@@ -951,9 +985,65 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     },
   );
 
-  it("under P03 a path the boundary cannot judge (a device name) is denied as unresolvable", async () => {
+  // The book's rule: every path chapter 2's safePath refuses is, for the boundary, a path outside the workspace.
+  it.each(CHAPTER_TWO_REFUSED)(
+    "under P03 the chapter 2 path rule refusing %j is the boundary's hard deny, never asked",
+    async (path) => {
+      const r = rig(new CountingApproval(true));
+      await expectHardDeny(r, await runP03(r, [outsideCalls(path)]));
+      expect(r.runner.calls).toEqual([]);
+    },
+  );
+
+  it.each(CHAPTER_TWO_REFUSED)("under P02 the same path %j is the handler's path_escape", async (path) => {
     const r = rig(new CountingApproval(true));
-    const result = await runP03(r, [toolTurn(call("c1", "write_file", { path: "CON.txt", content: "x" }))]);
+    const result = await runBuilt(P02, r, [outsideCalls(path)]);
+
+    const escape = `Error [path_escape]: Path escapes workspace: ${path}`;
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", escape],
+      ["c2", escape],
+    ]);
+    expect(r.approval.pending).toEqual([]);
+    expect(r.files.calls).toEqual([`writeFile ${path}`, `editFile ${path}`]);
+    expect(await outsideState()).toEqual(UNTOUCHED);
+    expect(await workspaceEntries()).toEqual(WORKSPACE_AT_START);
+  });
+
+  it("the Node boundary answers true inside, false for every refused path, and rethrows anything else", async () => {
+    const boundary = new NodeWorkspaceFileSystem();
+    expect(await boundary.isPathWithinWorkspace(workspace, "notes.txt")).toBe(true);
+    expect(await boundary.isPathWithinWorkspace(workspace, "new/folder/notes.txt")).toBe(true);
+    for (const path of [...CHAPTER_TWO_REFUSED, "../outside/x.txt", join(outside, "abs.txt")]) {
+      expect([path, await boundary.isPathWithinWorkspace(workspace, path)]).toEqual([path, false]);
+    }
+    const missing = join(root, "no-such-workspace");
+    const thrown: unknown = await boundary.isPathWithinWorkspace(missing, "notes.txt").catch((error: unknown) => error);
+    expect(thrown).toBeInstanceOf(Error);
+    expect(thrown).not.toBeInstanceOf(WorkspacePathError);
+    expect((thrown as NodeJS.ErrnoException).code).toBe("ENOENT");
+    expect(await workspaceEntries()).toEqual(WORKSPACE_AT_START);
+  });
+
+  it("a real boundary that fails for another reason than a refused path denies as unresolvable, unasked", async () => {
+    const r = rig(new CountingApproval(true));
+    const gone: ToolContext = { workspace: join(root, "no-such-workspace"), identity: "user" };
+    const request = requestFor(r, "write_file", { path: "notes.txt", content: "x" }, [], gone);
+    const decision = await policyFor(r, { rules: [writeRule("allow-rule", "allow")] }).decide(request);
+
+    expect(decision).toStrictEqual(new PermissionDecision("deny", UNRESOLVED, "workspace-boundary"));
+    expect(r.approval.pending).toEqual([]);
+    expect(r.files.calls).toEqual([]);
+    expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", UNRESOLVED]]);
+    expect(await readdir(root)).toEqual(["outside", "ws"]);
+  });
+
+  it("a boundary that throws a WorkspacePathError itself has not answered: the policy fails closed as unresolvable", async () => {
+    const r = rig(new CountingApproval(true));
+    const boundary: WorkspaceWriteBoundary = {
+      isPathWithinWorkspace: () => Promise.reject(new WorkspacePathError("Path escapes workspace: notes.txt")),
+    };
+    const result = await runWithPolicy(r, policyFor(r, { boundary }), [writeNotes()]);
 
     expect(toolMessages(result.history)).toEqual([["c1", denied(UNRESOLVED)]]);
     expect(r.approval.pending).toEqual([]);
@@ -965,13 +1055,13 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     const r = rig(new CountingApproval(true));
     const result = await runBuilt(P02, r, [outsideCalls("../outside/secret.txt")]);
 
-    const escape = 'Error [path_escape]: path leaves the workspace: "../outside/secret.txt"';
+    const escape = "Error [path_escape]: Path escapes workspace: ../outside/secret.txt";
     expect(toolMessages(result.history)).toEqual([
       ["c1", escape],
       ["c2", escape],
     ]);
     expect(r.approval.pending).toEqual([]);
-    expect(r.files.calls).toEqual(["writeText ../outside/secret.txt", "readWhole ../outside/secret.txt"]);
+    expect(r.files.calls).toEqual(["writeFile ../outside/secret.txt", "editFile ../outside/secret.txt"]);
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
 
@@ -980,9 +1070,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     const target = join(outside, "abs.txt");
     const result = await runBuilt(P02, r, [toolTurn(call("c1", "write_file", { path: target, content: "pwned" }))]);
 
-    expect(toolMessages(result.history)).toEqual([
-      ["c1", `Error [path_escape]: absolute paths are not allowed: ${JSON.stringify(target)}`],
-    ]);
+    expect(toolMessages(result.history)).toEqual([["c1", `Error [path_escape]: Path escapes workspace: ${target}`]]);
     expect(r.approval.pending).toEqual([]);
     await expect(readFile(target)).rejects.toThrow();
     expect(await outsideState()).toEqual(UNTOUCHED);
@@ -995,9 +1083,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
       toolTurn(call("c1", "write_file", { path: "link/new.txt", content: "pwned" })),
     ]);
 
-    expect(toolMessages(result.history)).toEqual([
-      ["c1", 'Error [path_escape]: path resolves outside the workspace: "link/new.txt"'],
-    ]);
+    expect(toolMessages(result.history)).toEqual([["c1", "Error [path_escape]: Path escapes workspace: link/new.txt"]]);
     expect(r.approval.pending).toEqual([]);
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
@@ -1029,7 +1115,7 @@ describe("rule 9: denials and evaluation failures still produce a tool result pa
     const result = await finish(agent);
 
     const expected: [string, string][] = [
-      ["call_read", "# Demo\nline two"],
+      ["call_read", README],
       ["call_out", denied(OUTSIDE)],
       ["call_audit", EVALUATION_FAILED],
       ["call_unknown", "Error [unknown_tool]: Unknown tool: delete_everything"],
@@ -1043,7 +1129,7 @@ describe("rule 9: denials and evaluation failures still produce a tool result pa
       ...expected.map(() => "tool"),
       "assistant",
     ]);
-    expect(r.files.calls).toEqual(["readText readme.md"]);
+    expect(r.files.calls).toEqual(["readFile readme.md"]);
     expect(r.runner.calls).toEqual([]);
     expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(audit.records).toEqual([
@@ -1108,7 +1194,7 @@ describe("rule 10: every final P03 decision is audited", () => {
         call("c7", "write_file", "[1, 2]"),
         call("c8", "read_file", { path: "readme.md", extra: true }),
       ),
-      toolTurn(call("c9", "edit_file", { path: "notes.txt", old_string: "hello", new_string: "hi" })),
+      toolTurn(call("c9", "edit_file", { path: "notes.txt", old_text: "hello", new_text: "hi" })),
     ]);
 
     expect(r.audit.records).toEqual([
@@ -1121,30 +1207,29 @@ describe("rule 10: every final P03 decision is audited", () => {
     ]);
     expect(r.timeline).toEqual([
       "audit glob: allow (default)",
-      "fs glob **/*.md",
+      "fs globFiles **/*.md",
       "audit read_file: allow (default)",
-      "fs readText readme.md",
+      "fs readFile readme.md",
       "approve? write_file: ask (confirm-file-write)",
       "audit write_file: allow (user)",
-      "fs writeText notes.txt",
+      "fs writeFile notes.txt",
       "approve? shell: ask (shell-default)",
       "audit shell: deny (user)",
       "audit write_file: deny (workspace-boundary)",
       "approve? edit_file: ask (confirm-file-write)",
       "audit edit_file: allow (user)",
-      "fs readWhole notes.txt",
-      "fs writeText notes.txt",
+      "fs editFile notes.txt",
     ]);
     expect(toolMessages(result.history)).toEqual([
       ["c1", "readme.md"],
-      ["c2", "# Demo\nline two"],
-      ["c3", "Created notes.txt (5 bytes)"],
+      ["c2", README],
+      ["c3", "Wrote 5 UTF-8 bytes to notes.txt"],
       ["c4", denied(REFUSED)],
       ["c5", denied(OUTSIDE)],
       ["c6", "Error [unknown_tool]: Unknown tool: no_such_tool"],
       ["c7", "Error [invalid_json]: Arguments of write_file must be a JSON object"],
       ["c8", 'Error [invalid_arguments]: Invalid arguments for read_file: (arguments): Unrecognized key: "extra"'],
-      ["c9", "Replaced 1 occurrence in notes.txt"],
+      ["c9", "Edited notes.txt"],
     ]);
     expect(r.runner.calls).toEqual([]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hi");

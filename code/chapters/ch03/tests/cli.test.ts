@@ -483,7 +483,7 @@ describe("runCli with chapter 3's policy over the file tools", () => {
     expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
       role: "tool",
       tool_call_id: "call_w",
-      content: "Created notes/a.txt (3 bytes)",
+      content: "Wrote 3 UTF-8 bytes to notes/a.txt",
     });
   });
 

@@ -1,7 +1,8 @@
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
@@ -80,6 +81,29 @@ describe("the chapter 3 demo without a terminal", () => {
     // Nothing was written: not inside (the write was refused), not beside the workspace (the hard deny).
     expect(readdirSync(workspace)).toEqual(["README.md"]);
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
+  });
+
+  it("tells the model, call by call, what the policy decided: the glob's result, two refusals and the hard deny", () => {
+    const transcriptFolder = mkdtempSync(join(tmpdir(), "ch03-demo-transcript-"));
+    demoRoots.push(transcriptFolder);
+    const transcript = join(transcriptFolder, "demo.json");
+    const run = demo(["--transcript", transcript]);
+    announcedWorkspace(run.stderr);
+    expect(run.status).toBe(0);
+    const recorded = JSON.parse(readFileSync(transcript, "utf8")) as {
+      messages: { role: string; tool_call_id?: string; content: string | null }[];
+    };
+    const refused = "Error [permission_denied]: No interactive approval input was available";
+    expect(recorded.messages.filter((message) => message.role === "tool")).toEqual([
+      { role: "tool", tool_call_id: "call_demo_1", content: "README.md" },
+      { role: "tool", tool_call_id: "call_demo_2", content: refused },
+      { role: "tool", tool_call_id: "call_demo_3", content: refused },
+      {
+        role: "tool",
+        tool_call_id: "call_demo_4",
+        content: "Error [permission_denied]: Writing outside the workspace is forbidden",
+      },
+    ]);
   });
 
   it("with --quiet prints only the answer on stdout and no progress lines, but keeps the audit", () => {

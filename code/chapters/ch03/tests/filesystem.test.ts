@@ -1,251 +1,450 @@
-import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, sep } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NodeWorkspaceFileSystem, safePath } from "../src/adapters/filesystem.js";
+import {
+  MAX_FILE_BYTES,
+  MAX_GLOB_PATTERN_CHARS,
+  MAX_GLOB_RESULTS,
+  NodeWorkspaceFileSystem,
+  safePath,
+} from "../src/adapters/filesystem.js";
 import {
   FileNotFoundError,
-  FileTooLargeError,
-  NotAFileError,
+  FileSystemOperationError,
+  InvalidFilePathError,
+  InvalidUtf8Error,
+  TextNotFoundError,
   WorkspacePathError,
-  type WorkspacePathProblem,
-} from "../src/core/workspace-fs.js";
+} from "../src/core/filesystem.js";
+import { shownPath, workspaceSegments } from "../src/core/safe-path.js";
+
+// Folder links are made as junctions: Windows allows them without privileges, POSIX ignores the type.
+// Links to files and FIFOs need POSIX.
+const posix = process.platform !== "win32";
 
 let root: string;
 let ws: string;
-const posixLinks = process.platform !== "win32";
 
 beforeAll(async () => {
-  root = await realpath(await mkdtemp(join(tmpdir(), "ch02-safe-path-")));
+  root = await realpath(await mkdtemp(join(tmpdir(), "ch02-filesystem-")));
   ws = join(root, "ws");
   await mkdir(join(ws, "a", "deep"), { recursive: true });
   await mkdir(join(root, "outside"));
+  await mkdir(join(root, "ws-sibling"));
   await writeFile(join(ws, "a", "b.txt"), "inside");
   await writeFile(join(root, "outside", "secret.txt"), "secret");
-  if (!posixLinks) return;
+  const dirLink = (target: string, at: string) => symlink(target, join(ws, at), "junction");
+  await dirLink(join(ws, "a"), "link-in-dir");
+  await dirLink(join(root, "outside"), "escape");
+  await dirLink(join(root, "outside"), "chain2");
+  await dirLink(join(ws, "chain2"), "chain1");
+  await dirLink(join(ws, "a"), "chain-in2");
+  await dirLink(join(ws, "chain-in2"), "chain-in1");
+  await dirLink(join(ws, "escape"), join("a", "nested-out"));
+  await dirLink(root, "link-to-parent");
+  await dirLink(ws, "link-to-self");
+  await dirLink(join(root, "ws-sibling"), "prefix-sibling");
+  if (!posix) return;
   await symlink(join(ws, "a", "b.txt"), join(ws, "link-in-file"));
-  await symlink(join(ws, "a"), join(ws, "link-in-dir"));
   await symlink("a", join(ws, "relative-link-in"));
   await symlink(join(root, "outside", "secret.txt"), join(ws, "link-out-file"));
-  await symlink(join(root, "outside"), join(ws, "link-out-dir"));
   await symlink("../outside", join(ws, "relative-link-out"));
-  await symlink(join(root, "outside"), join(ws, "chain2"));
-  await symlink(join(ws, "chain2"), join(ws, "chain1"));
-  await symlink(join(ws, "a"), join(ws, "chain-in2"));
-  await symlink(join(ws, "chain-in2"), join(ws, "chain-in1"));
   await symlink(join(root, "outside", "missing.txt"), join(ws, "dangling-out"));
   await symlink(join(ws, "nothing-here.txt"), join(ws, "dangling-in"));
-  await symlink(join(ws, "link-out-dir"), join(ws, "a", "nested-out"));
-  await symlink(root, join(ws, "link-to-parent"));
-  await symlink(ws, join(ws, "link-to-self"));
 });
 
 afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-type Expected = { inside: string } | WorkspacePathProblem;
+/** Where `relative` lands, as a `/` path below the workspace's real path (`""` for the workspace itself). */
+type Outcome = { inside: string } | "refused";
 
-// [model-supplied path, expected: a path relative to the workspace's real path, or the refusal]
-const lexical: [string, Expected][] = [
-  ["a/b.txt", { inside: "a/b.txt" }],
-  ["./a/./b.txt", { inside: "a/b.txt" }],
-  ["a\\b.txt", { inside: "a/b.txt" }],
-  ["a//b.txt", { inside: "a/b.txt" }],
-  ["a/deep/../b.txt", { inside: "a/b.txt" }],
-  ["new/folder/file.txt", { inside: "new/folder/file.txt" }],
-  ["", { inside: "" }],
-  [".", { inside: "" }],
-  ["中文 名字.txt", { inside: "中文 名字.txt" }],
-  ["‥/x", { inside: "‥/x" }], // U+2025 is a name, not `..`
-  ["%2e%2e/x", { inside: "%2e%2e/x" }], // no URL decoding: a literal name
-  ["．．/x", { inside: "．．/x" }], // full-width dots are a literal name
-  ["..", "escape"],
-  ["../x", "escape"],
-  ["..\\x", "escape"],
-  ["a/../../x", "escape"],
-  ["a\\..\\..\\x", "escape"],
-  ["a/deep/../../../x", "escape"],
-  ["/etc/passwd", "escape"],
-  ["\\Windows\\win.ini", "escape"],
-  ["C:\\Windows", "escape"],
-  ["c:/windows", "escape"],
-  ["C:x", "escape"],
-  ["\\\\server\\share\\x", "escape"],
-  ["//server/share/x", "escape"],
-  ["\\\\?\\C:\\x", "escape"],
-  ["\\\\.\\PhysicalDrive0", "escape"],
-  ["a\u0000b", "invalid"],
-  ["a\nb", "invalid"],
-  ["a\u001fb", "invalid"],
-  ["a\u007fb", "invalid"],
-  ["a\u0085b", "invalid"], // C1 controls too: U+009B is a terminal's CSI
-  ["\u009b31m.txt", "invalid"],
-  ["a<b", "invalid"],
-  ["a>b", "invalid"],
-  ["a:b", "escape"], // drive-relative on Windows: drive A
-  ["ab:c", "invalid"],
-  ["file.txt:secret", "invalid"], // NTFS alternate data stream
-  ['a"b', "invalid"],
-  ["a|b", "invalid"],
-  ["a?b", "invalid"],
-  ["a*b", "invalid"],
-  ["CON", "invalid"],
-  ["con.txt", "invalid"],
-  ["a/Nul.tar.gz", "invalid"],
-  ["PRN", "invalid"],
-  ["aux.md", "invalid"],
-  ["COM1", "invalid"],
-  ["com9.log", "invalid"],
-  ["LPT1", "invalid"],
-  ["lpt9.txt", "invalid"],
-  ["COM¹", "invalid"],
-  ["CONIN$", "invalid"],
-  ["console.txt", { inside: "console.txt" }],
-  ["com10", { inside: "com10" }],
-  ["file.", "invalid"],
-  ["file ", "invalid"],
-  ["dir./x", "invalid"],
-  ["...", "invalid"],
-  ["x".repeat(256), "invalid"],
-  [`${"a/".repeat(2100)}x`, "invalid"],
-];
-
-const links: [string, Expected][] = [
-  ["link-in-file", { inside: "a/b.txt" }],
-  ["link-in-dir/b.txt", { inside: "a/b.txt" }],
-  ["link-in-dir/new.txt", { inside: "a/new.txt" }],
-  ["relative-link-in/b.txt", { inside: "a/b.txt" }],
-  ["chain-in1/b.txt", { inside: "a/b.txt" }],
-  ["link-to-self/a/b.txt", { inside: "a/b.txt" }],
-  ["link-out-file", "escape"],
-  ["link-out-dir", "escape"],
-  ["link-out-dir/secret.txt", "escape"],
-  ["link-out-dir/new.txt", "escape"],
-  ["link-out-dir/new/deeper/file.txt", "escape"],
-  ["relative-link-out/secret.txt", "escape"],
-  ["chain1/secret.txt", "escape"],
-  ["a/nested-out/secret.txt", "escape"],
-  ["link-to-parent/outside/secret.txt", "escape"],
-  ["link-to-parent/ws/a/b.txt", { inside: "a/b.txt" }], // out and back in: only the real path counts
-  ["dangling-out", "escape"],
-  ["dangling-in", "escape"],
-];
-
-function outcome(relative: string): Expected {
+/** Runs `safePath`; a refusal must be a `WorkspacePathError` saying exactly `Path escapes workspace: <path>`. */
+async function outcome(relative: string): Promise<Outcome> {
   try {
-    const resolved = safePath(ws, relative);
+    const resolved = await safePath(ws, relative);
     return {
       inside:
         resolved === ws
           ? ""
           : resolved
               .slice(ws.length + 1)
-              .split("\\")
+              .split(sep)
               .join("/"),
     };
   } catch (error) {
-    if (error instanceof WorkspacePathError) return error.problem;
-    throw error;
+    expect(error).toBeInstanceOf(WorkspacePathError);
+    const shown = relative.length <= 200 ? relative : `${relative.slice(0, 200)}…`;
+    expect((error as Error).message).toBe(`Path escapes workspace: ${shown}`);
+    return "refused";
   }
 }
 
-describe("safePath: rules that need no disk", () => {
-  it.each(lexical)("%j → %j", (relative, expected) => {
-    expect(outcome(relative)).toEqual(expected);
+const RESERVED = [
+  "CON",
+  "PRN",
+  "AUX",
+  "NUL",
+  ...Array.from({ length: 10 }, (_, i) => `COM${i}`),
+  ...Array.from({ length: 10 }, (_, i) => `LPT${i}`),
+  "COM¹",
+  "COM²",
+  "COM³",
+  "LPT¹",
+  "CONIN$",
+  "CONOUT$",
+];
+
+// [model-supplied path, where it must land or "refused"]: every rule that needs no disk.
+const lexical: [string, Outcome][] = [
+  ["a/b.txt", { inside: "a/b.txt" }],
+  ["./a/./b.txt", { inside: "a/b.txt" }],
+  ["a\\b.txt", { inside: "a/b.txt" }],
+  ["a//b.txt", { inside: "a/b.txt" }],
+  ["a/", { inside: "a" }],
+  ["new/folder/file.txt", { inside: "new/folder/file.txt" }],
+  [".", { inside: "" }],
+  ["中文 名字.txt", { inside: "中文 名字.txt" }],
+  ["‥/x", { inside: "‥/x" }], // U+2025 is a name, not `..`
+  ["%2e%2e/x", { inside: "%2e%2e/x" }], // no URL decoding: a literal name
+  ["．．/x", { inside: "．．/x" }], // full-width dots are a literal name
+  ["..hidden/x", { inside: "..hidden/x" }],
+  ["x..y", { inside: "x..y" }],
+  ["console.txt", { inside: "console.txt" }],
+  ["com10", { inside: "com10" }],
+  ["nul_file.txt", { inside: "nul_file.txt" }],
+  ["auxiliary/x", { inside: "auxiliary/x" }],
+  ["x".repeat(255), { inside: "x".repeat(255) }],
+  [`${"a/".repeat(2047)}ab`, { inside: `${"a/".repeat(2047)}ab` }], // 4,096 characters: the most allowed
+  ["", "refused"],
+  ["/etc/passwd", "refused"],
+  ["\\Windows\\win.ini", "refused"],
+  ["C:\\secret.txt", "refused"],
+  ["c:/windows", "refused"],
+  ["C:x", "refused"],
+  ["a:b", "refused"],
+  ["\\\\server\\share\\x", "refused"],
+  ["//server/share/x", "refused"],
+  ["\\\\?\\C:\\x", "refused"],
+  ["\\\\.\\PhysicalDrive0", "refused"],
+  ["file:stream", "refused"], // NTFS alternate data stream
+  ["file.txt::$DATA", "refused"],
+  ["a\u0000b", "refused"],
+  ["a\nb", "refused"],
+  ["a\u001fb", "refused"],
+  ["a\u007fb", "refused"],
+  ["a\u0085b", "refused"], // C1 controls too: U+009B is a terminal's CSI
+  ["\u009b31m.txt", "refused"],
+  ...["<", ">", '"', "|", "?", "*"].map((char): [string, Outcome] => [`a${char}b`, "refused"]),
+  ["trailing.", "refused"],
+  ["trailing ", "refused"],
+  ["dir./x", "refused"],
+  ["dir /x", "refused"],
+  ["...", "refused"],
+  ["x".repeat(256), "refused"],
+  [`${"a/".repeat(2047)}abc`, "refused"], // 4,097 characters
+  [`../${"a".repeat(5_000)}`, "refused"],
+];
+
+// Every `..` is refused, even where it would land back inside: simplifying it is never attempted.
+const dotDot = [
+  "..",
+  "../",
+  "../x",
+  "..\\x",
+  "a/..",
+  "a/../b.txt",
+  "nested/../x.txt",
+  "a/deep/../b.txt",
+  "a\\deep\\..\\b.txt",
+  "./../a/b.txt",
+  "a/./../a/b.txt",
+  "a//..//a/b.txt",
+  "a/../../x",
+  "link-to-self/../ws/a/b.txt",
+];
+
+describe("safePath's first check: the text alone, no disk", () => {
+  it.each(lexical)("%j → %j", async (relative, expected) => {
+    expect(await outcome(relative)).toEqual(expected);
+  });
+
+  it.each(dotDot)("%j is refused: every .. segment, wherever it would lead", async (relative) => {
+    expect(await outcome(relative)).toBe("refused");
+  });
+
+  it.each(RESERVED.flatMap((name) => [name, name.toLowerCase(), `${name}.txt`, `sub/${name}.log`, `${name}/x`]))(
+    "the Windows device name %j is refused in any segment, on every platform",
+    async (relative) => {
+      expect(await outcome(relative)).toBe("refused");
+    },
+  );
+
+  it("returns a promise and refuses by rejecting, never by throwing", async () => {
+    const accepted = safePath(ws, "a/b.txt");
+    const refused = safePath(ws, "../x");
+    expect(accepted).toBeInstanceOf(Promise);
+    expect(refused).toBeInstanceOf(Promise);
+    expect(await accepted).toBe(join(ws, "a", "b.txt"));
+    await expect(refused).rejects.toThrow(new WorkspacePathError("Path escapes workspace: ../x"));
   });
 });
 
-describe.skipIf(!posixLinks)("safePath: real paths through symlinks", () => {
-  it.each(links)("%j → %j", (relative, expected) => {
-    expect(outcome(relative)).toEqual(expected);
+// [path, where it must land or "refused"]: only the real path on disk decides.
+const dirLinks: [string, Outcome][] = [
+  ["link-in-dir/b.txt", { inside: "a/b.txt" }],
+  ["link-in-dir/new.txt", { inside: "a/new.txt" }],
+  ["chain-in1/b.txt", { inside: "a/b.txt" }],
+  ["link-to-self/a/b.txt", { inside: "a/b.txt" }],
+  ["link-to-parent/ws/a/b.txt", { inside: "a/b.txt" }], // out and back in: only the real path counts
+  ["escape", "refused"],
+  ["escape/secret.txt", "refused"],
+  ["escape/new.txt", "refused"],
+  ["escape/new/deeper/file.txt", "refused"],
+  ["chain1/secret.txt", "refused"],
+  ["a/nested-out/secret.txt", "refused"],
+  ["link-to-parent/outside/secret.txt", "refused"],
+  ["prefix-sibling/x.txt", "refused"], // ws-sibling starts with "ws" but is not inside it
+];
+
+const fileLinks: [string, Outcome][] = [
+  ["link-in-file", { inside: "a/b.txt" }],
+  ["relative-link-in/b.txt", { inside: "a/b.txt" }],
+  ["link-out-file", "refused"],
+  ["relative-link-out/secret.txt", "refused"],
+  ["dangling-out", "refused"], // writing through it would create the target, wherever it is
+  ["dangling-in", "refused"],
+];
+
+describe("safePath's second check: the real path on disk", () => {
+  it.each(dirLinks)("through junctions and folder links: %j → %j", async (relative, expected) => {
+    expect(await outcome(relative)).toEqual(expected);
   });
 
-  it("has more than 40 cases in all", () => {
-    expect(lexical.length + links.length).toBeGreaterThan(40);
+  it.skipIf(!posix).each(fileLinks)("through file links: %j → %j", async (relative, expected) => {
+    expect(await outcome(relative)).toEqual(expected);
+  });
+
+  it("the book's junction case: escape/id_rsa passes the first check and only the disk refuses it", async () => {
+    expect(workspaceSegments("escape/id_rsa")).toEqual(["escape", "id_rsa"]);
+    await expect(safePath(ws, "escape/id_rsa")).rejects.toThrow(
+      new WorkspacePathError("Path escapes workspace: escape/id_rsa"),
+    );
+  });
+
+  it("resolves against the workspace's real path, also when the workspace is named through a link", async () => {
+    const alias = join(root, "ws-alias");
+    await symlink(ws, alias, "junction");
+    expect(await safePath(alias, "a/b.txt")).toBe(join(ws, "a", "b.txt"));
+    await expect(safePath(alias, "escape/secret.txt")).rejects.toThrow(WorkspacePathError);
+  });
+
+  it("has more than 100 cases in all", () => {
+    expect(lexical.length + dotDot.length + RESERVED.length * 5 + dirLinks.length + fileLinks.length).toBeGreaterThan(
+      100,
+    );
   });
 });
 
-describe("NodeWorkspaceFileSystem: the port on the real disk", () => {
+describe("NodeWorkspaceFileSystem: the port on the real disk, the workspace first in every call", () => {
   let fsRoot: string;
-  let fsWs: string;
-  let files: NodeWorkspaceFileSystem;
+  let one: string;
+  let two: string;
+  const files = new NodeWorkspaceFileSystem();
 
   beforeAll(async () => {
     fsRoot = await realpath(await mkdtemp(join(tmpdir(), "ch02-node-fs-")));
-    fsWs = join(fsRoot, "ws");
-    await mkdir(join(fsWs, "src"), { recursive: true });
-    await writeFile(join(fsWs, "src", "a.ts"), "one\ntwo\nthree\n");
-    await writeFile(join(fsWs, "src", "b.ts"), "");
-    await writeFile(join(fsWs, "c.md"), "c");
-    files = new NodeWorkspaceFileSystem(fsWs);
+    one = join(fsRoot, "one");
+    two = join(fsRoot, "two");
+    await mkdir(join(one, "src"), { recursive: true });
+    await mkdir(two);
+    await writeFile(join(one, "src", "a.ts"), "one\ntwo\nthree\n");
+    await writeFile(join(one, "src", "b.ts"), "");
+    await writeFile(join(one, "c.md"), "c");
+    await writeFile(join(two, "c.md"), "the other workspace");
   });
 
   afterAll(async () => {
     await rm(fsRoot, { recursive: true, force: true });
   });
 
-  it("resolve gives the absolute path that safePath gives, and refuses the same paths", () => {
-    expect(files.resolve("src/a.ts")).toBe(join(fsWs, "src", "a.ts"));
-    expect(files.resolve("src/../c.md")).toBe(safePath(fsWs, "src/../c.md"));
-    expect(() => files.resolve("../x")).toThrow(new WorkspacePathError("escape", 'path leaves the workspace: "../x"'));
+  it("writing to . (the workspace folder itself) is Path is a directory, and nothing is created", async () => {
+    const before = await readdir(two);
+    for (const path of [".", "./", "sub/.."]) {
+      const expected =
+        path === "sub/.."
+          ? new WorkspacePathError("Path escapes workspace: sub/..")
+          : new InvalidFilePathError(`Path is a directory: ${path}`);
+      await expect(files.writeFile(two, path, "x")).rejects.toThrow(expected);
+    }
+    expect(await readdir(two)).toEqual(before);
   });
 
-  it("readText returns the page asked for, where it starts, how many lines, and whether more follow", async () => {
-    expect(await files.readText("src/a.ts", { offset: 2, limit: 1 })).toEqual({
-      text: "two",
-      firstLine: 2,
-      lineCount: 1,
-      more: true,
-    });
-    expect(await files.readText("src/a.ts", { offset: 1, limit: 10 })).toEqual({
-      text: "one\ntwo\nthree",
-      firstLine: 1,
-      lineCount: 3,
-      more: false,
-    });
+  it("takes no folder when it is made: one instance serves any workspace it is handed", async () => {
+    expect(NodeWorkspaceFileSystem.length).toBe(0);
+    expect(await files.readFile(one, "c.md")).toBe("c");
+    expect(await files.readFile(two, "c.md")).toBe("the other workspace");
+    expect(await files.globFiles(two, "*")).toEqual(["c.md"]);
   });
 
-  it("readWhole returns the whole text and refuses a file over maxBytes", async () => {
-    expect(await files.readWhole("src/a.ts", 14)).toBe("one\ntwo\nthree\n");
-    await expect(files.readWhole("src/a.ts", 13)).rejects.toThrow(
-      new FileTooLargeError("src/a.ts is 14 bytes; the limit is 13"),
+  it("readFile returns the whole text, or the first limit lines and how many more", async () => {
+    expect(await files.readFile(one, "src/a.ts")).toBe("one\ntwo\nthree\n");
+    expect(await files.readFile(one, "src/a.ts", 1)).toBe("one\n... (2 more lines)");
+    expect(await files.readFile(one, "src/a.ts", 3)).toBe("one\ntwo\nthree\n");
+    expect(await files.readFile(one, "src/b.ts", 1)).toBe("");
+  });
+
+  it("readFile refuses a limit that is not a positive integer before it touches the disk", async () => {
+    for (const limit of [0, -1, 2.5, Number.NaN]) {
+      await expect(files.readFile(one, "../outside.txt", limit)).rejects.toThrow(
+        new RangeError("limit must be a positive integer"),
+      );
+    }
+  });
+
+  it("readFile reads a file of exactly MAX_FILE_BYTES and refuses one byte more, naming both sizes", async () => {
+    await writeFile(join(two, "edge.txt"), "");
+    await truncate(join(two, "edge.txt"), MAX_FILE_BYTES);
+    expect((await files.readFile(two, "edge.txt")).length).toBe(MAX_FILE_BYTES);
+    await truncate(join(two, "edge.txt"), MAX_FILE_BYTES + 1);
+    await expect(files.readFile(two, "edge.txt")).rejects.toThrow(
+      new FileSystemOperationError("the file is 10485761 bytes; at most 10485760 are read"),
     );
+    await rm(join(two, "edge.txt"));
   });
 
-  it("reading a missing file or a folder throws the domain error, not an errno", async () => {
-    await expect(files.readText("nope.txt", { offset: 1, limit: 1 })).rejects.toThrow(
-      new FileNotFoundError("nope.txt does not exist"),
+  it("turns the platform's errors into the domain's: never an errno", async () => {
+    await expect(files.readFile(one, "nope.txt")).rejects.toThrow(new FileNotFoundError("File not found: nope.txt"));
+    await expect(files.readFile(one, "c.md/x")).rejects.toThrow(new FileNotFoundError("File not found: c.md/x"));
+    await expect(files.readFile(one, "src")).rejects.toThrow(new InvalidFilePathError("Path is a directory: src"));
+    await writeFile(join(two, "bad.bin"), Buffer.from([0xc3, 0x28]));
+    await expect(files.readFile(two, "bad.bin")).rejects.toThrow(
+      new InvalidUtf8Error("File is not valid UTF-8: bad.bin"),
     );
-    await expect(files.readWhole("src", 100)).rejects.toThrow(new NotAFileError("src is a folder, not a file"));
+    await rm(join(two, "bad.bin"));
   });
 
-  it("writeText says whether it created the file, and creates missing folders inside the workspace", async () => {
-    expect(await files.writeText("out/new.txt", "first")).toEqual({ created: true });
-    expect(await files.writeText("out/new.txt", "2nd")).toEqual({ created: false });
-    expect(await readFile(join(fsWs, "out", "new.txt"), "utf8")).toBe("2nd");
-    await expect(files.writeText("../escape.txt", "x")).rejects.toThrow(
-      new WorkspacePathError("escape", 'path leaves the workspace: "../escape.txt"'),
-    );
-    expect((await readdir(fsRoot)).sort()).toEqual(["ws"]);
-    await rm(join(fsWs, "out"), { recursive: true });
+  it.skipIf(!posix)("a FIFO is InvalidFilePathError for a read and for a write, and neither waits", async () => {
+    execFileSync("mkfifo", [join(two, "pipe")]);
+    const notRegular = new InvalidFilePathError("Path is not a regular file: pipe");
+    await expect(files.readFile(two, "pipe")).rejects.toThrow(notRegular);
+    await expect(files.writeFile(two, "pipe", "x")).rejects.toThrow(notRegular);
+    await rm(join(two, "pipe"));
   });
 
-  it("glob returns sorted workspace-relative paths and says when the limit cut it short", async () => {
-    expect(await files.glob("**/*", 10)).toEqual({ paths: ["c.md", "src/a.ts", "src/b.ts"], capped: false });
-    expect(await files.glob("**/*", 3)).toEqual({ paths: ["c.md", "src/a.ts", "src/b.ts"], capped: false });
-    const capped = await files.glob("**/*", 2);
-    expect(capped.capped).toBe(true);
-    expect(capped.paths).toHaveLength(2);
-    expect(await files.glob("*.none", 10)).toEqual({ paths: [], capped: false });
+  it("writeFile returns the UTF-8 bytes written and makes missing folders inside the workspace", async () => {
+    expect(await files.writeFile(two, "out/new.txt", "你好")).toBe(6);
+    expect(await files.writeFile(two, "out/new.txt", "a")).toBe(1);
+    expect(await readFile(join(two, "out", "new.txt"), "utf8")).toBe("a");
+    await expect(files.writeFile(two, "../escape.txt", "x")).rejects.toThrow(
+      new WorkspacePathError("Path escapes workspace: ../escape.txt"),
+    );
+    expect((await readdir(fsRoot)).sort()).toEqual(["one", "two"]);
+    await rm(join(two, "out"), { recursive: true });
   });
 
-  it("glob refuses patterns that climb out or are too long, before walking anything", async () => {
-    await expect(files.glob("../*", 10)).rejects.toThrow(
-      new WorkspacePathError("escape", 'glob patterns must stay inside the workspace: "../*"'),
+  it("editFile resolves to nothing, replaces the first occurrence, and without one throws and writes nothing", async () => {
+    await writeFile(join(two, "e.txt"), "x y x");
+    expect(await files.editFile(two, "e.txt", "x", "z")).toBeUndefined();
+    expect(await readFile(join(two, "e.txt"), "utf8")).toBe("z y x");
+    await expect(files.editFile(two, "e.txt", "nope", "z")).rejects.toThrow(
+      new TextNotFoundError("Exact text not found in e.txt"),
     );
-    await expect(files.glob("*".repeat(1_001), 10)).rejects.toThrow(
-      new WorkspacePathError("invalid", "glob patterns are limited to 1000 characters"),
+    expect(await readFile(join(two, "e.txt"), "utf8")).toBe("z y x");
+    await rm(join(two, "e.txt"));
+  });
+
+  it("globFiles returns sorted workspace-relative / paths of files only", async () => {
+    expect(await files.globFiles(one, "**/*")).toEqual(["c.md", "src/a.ts", "src/b.ts"]);
+    expect(await files.globFiles(one, "src/*")).toEqual(["src/a.ts", "src/b.ts"]);
+    expect(await files.globFiles(one, "*.none")).toEqual([]);
+  });
+});
+
+describe("shownPath: how a refused path is quoted back", () => {
+  it("keeps a path of up to 200 characters whole and cuts a longer one at 200 with …", () => {
+    expect(shownPath("a".repeat(200))).toBe("a".repeat(200));
+    expect(shownPath("a".repeat(201))).toBe(`${"a".repeat(200)}…`);
+  });
+
+  it("never cuts a surrogate pair in half, so the message stays well-formed", () => {
+    const shown = shownPath(`${"a".repeat(199)}${"🙂".repeat(10)}`);
+    expect(shown).toBe(`${"a".repeat(199)}…`);
+    // A lone surrogate would not survive a UTF-8 round trip.
+    expect(Buffer.from(shown, "utf8").toString("utf8")).toBe(shown);
+  });
+});
+
+describe("globFiles' boundaries", () => {
+  let gRoot: string;
+  let gws: string;
+  const files = new NodeWorkspaceFileSystem();
+
+  beforeAll(async () => {
+    gRoot = await realpath(await mkdtemp(join(tmpdir(), "ch02-glob-")));
+    gws = join(gRoot, "ws");
+    await mkdir(join(gws, "sub"), { recursive: true });
+    await mkdir(join(gRoot, "outside"));
+    await writeFile(join(gws, "sub", "in.txt"), "in");
+    await writeFile(join(gRoot, "outside", "secret.txt"), "secret");
+    await symlink(join(gRoot, "outside"), join(gws, "escape"), "junction");
+    await symlink(join(gws, "sub"), join(gws, "alias"), "junction");
+  });
+
+  afterAll(async () => {
+    await rm(gRoot, { recursive: true, force: true });
+  });
+
+  it.each(["../*", "..", "sub/../*", "**/../../*", "{..,x}/*", "@(..)/*", "/etc/*", "C:/x", "\\\\server\\share\\*"])(
+    "refuses %j before walking anything",
+    async (pattern) => {
+      await expect(files.globFiles(gws, pattern)).rejects.toThrow(
+        new WorkspacePathError(`Path escapes workspace: ${pattern}`),
+      );
+    },
+  );
+
+  it("sends the fixed folders before the first wildcard through safePath: escape/*.txt is refused", async () => {
+    for (const pattern of ["escape/*.txt", "escape/**", "escape/secret.txt"]) {
+      await expect(files.globFiles(gws, pattern)).rejects.toThrow(
+        new WorkspacePathError(`Path escapes workspace: ${pattern}`),
+      );
+    }
+    expect(await files.globFiles(gws, "sub/*.txt")).toEqual(["sub/in.txt"]);
+  });
+
+  it("reads \\ as a folder separator, as every other tool does, not as fast-glob's escape", async () => {
+    expect(await files.globFiles(gws, "sub\\*.txt")).toEqual(["sub/in.txt"]);
+    expect(await files.globFiles(gws, "sub\\in.txt")).toEqual(["sub/in.txt"]);
+  });
+
+  it("never enters a linked folder, inside or out, when a wildcard reaches it", async () => {
+    expect(await files.globFiles(gws, "**/*")).toEqual(["sub/in.txt"]);
+    expect(await files.globFiles(gws, "*/*.txt")).toEqual(["sub/in.txt"]);
+    expect(await files.globFiles(gws, "alias/*")).toEqual([]);
+  });
+
+  it("refuses a pattern over MAX_GLOB_PATTERN_CHARS and takes one of exactly that length", async () => {
+    expect(MAX_GLOB_PATTERN_CHARS).toBe(1_000);
+    await expect(files.globFiles(gws, "*".repeat(1_001))).rejects.toThrow(
+      new FileSystemOperationError("the pattern is longer than 1000 characters"),
     );
+    expect(await files.globFiles(gws, `${"x".repeat(996)}.txt`)).toEqual([]);
+  });
+
+  it("stops one past MAX_GLOB_RESULTS, so the tool can say more exist without holding them all", async () => {
+    expect(MAX_GLOB_RESULTS).toBe(1_000);
+    const many = join(gws, "many");
+    await mkdir(many);
+    await Promise.all(Array.from({ length: 1_500 }, (_, i) => writeFile(join(many, `f${i}.txt`), "")));
+    const found = await files.globFiles(gws, "many/*.txt");
+    expect(found).toHaveLength(1_001);
+    expect(new Set(found).size).toBe(1_001);
+    expect(found).toEqual([...found].sort());
+    expect(found.every((path) => /^many\/f\d+\.txt$/.test(path))).toBe(true);
+    await rm(many, { recursive: true });
   });
 });

@@ -1,8 +1,9 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
   constants,
+  existsSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -16,11 +17,9 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { PowerShellRunner } from "../src/adapters/powershell.js";
@@ -29,7 +28,7 @@ import type { AgentRunner, RunResult } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import type { AuditSink, PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
 import { P03 } from "../src/core/profiles.js";
-import type { WorkspaceFileSystem } from "../src/core/workspace-fs.js";
+import type { WorkspaceFileSystem } from "../src/core/filesystem.js";
 import { CountingApproval, FakeCommandRunner, type SeenApproval } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
@@ -45,26 +44,39 @@ const SETUPS = [
   "loop",
   "nested-link-out",
   "link-in",
-  "link-self",
   "prefix-sibling",
   "link-to-ws",
   "fifo",
 ] as const;
 type Setup = (typeof SETUPS)[number];
 
-/** One hostile tool call, kept as data in fixtures/hostile-calls.json. */
+/**
+ * One hostile call of a tool chapter 3 decides about, kept as data in fixtures/hostile-calls.json: the
+ * writes the boundary judges, the shell every call of which is asked, and calls that never reach the
+ * policy. Hostile read_file and glob calls are chapter 2's (hostile-paths.test.ts): the policy lets every
+ * read pass, so under chapter 3 they get exactly chapter 2's answers.
+ */
 const HostileCall = z.strictObject({
   id: z.string().min(1),
   /** The test name: what the call tries and what must happen. */
   why: z.string().min(1),
-  tool: z.enum(["write_file", "edit_file", "read_file", "glob", "shell", "<unknown>"]),
+  tool: z.enum(["write_file", "edit_file", "shell", "<unknown>"]),
   /** The function name the model sends when `tool` is `<unknown>`. */
   name: z.string().optional(),
   /** JSON text as the model sends it (kept verbatim: duplicate keys, bad JSON), or an object to serialise. */
   arguments: z.union([z.string(), z.record(z.string(), z.unknown())]),
   /** The error code of the tool message, or `allowed-inside` for a call that legitimately stays inside. */
-  expect: z.string().min(1),
-  /** The whole tool message, where it is stable. */
+  expect: z.enum([
+    "permission_denied",
+    "file_not_found",
+    "invalid_path",
+    "text_not_found",
+    "invalid_arguments",
+    "invalid_json",
+    "unknown_tool",
+    "allowed-inside",
+  ]),
+  /** The whole tool message, where the code alone does not say it. */
   message: z.string().optional(),
   /** Workspace-relative file an allowed write or edit must have produced. */
   lands: z.string().optional(),
@@ -82,7 +94,10 @@ const corpus: readonly HostileCall[] = z
   .parse(JSON.parse(readFileSync(new URL("./fixtures/hostile-calls.json", import.meta.url), "utf8")));
 
 const SECRET = `secret-${randomBytes(16).toString("hex")}`;
-const HARD_DENY = "Error [permission_denied]: Writing outside the workspace is forbidden";
+const OUTSIDE = "Writing outside the workspace is forbidden";
+const HARD_DENY = `Error [permission_denied]: ${OUTSIDE}`;
+const APPROVED = "Approved in the test";
+const REFUSED = "The user did not approve this tool call";
 /** Codes that come back from `prepare()`: such a call never reaches the policy. */
 const PREPARE_CODES = new Set(["unknown_tool", "invalid_json", "invalid_arguments"]);
 const WRITE_TOOLS = new Set(["write_file", "edit_file"]);
@@ -159,9 +174,6 @@ function buildSetup(setup: Setup, { root, ws, outside }: Places): (() => void) |
     case "link-in":
       link("sub", "in");
       return undefined;
-    case "link-self":
-      link(".", "self");
-      return undefined;
     case "prefix-sibling":
       link(join(root, "ws-sibling"), "ps");
       return undefined;
@@ -222,10 +234,16 @@ interface TreeEntry {
 
 /** Everything beside the workspace: names, kinds, sizes, modes, link counts, times, contents, link targets. */
 function outsideTree(root: string): { readonly listing: string[]; readonly entries: TreeEntry[] } {
+  return treeOf(root, "ws");
+}
+
+/** Everything in `folder` as `outsideTree` sees it, leaving out the top-level entry `skip`; links are not followed. */
+function treeOf(folder: string, skip?: string): { readonly listing: string[]; readonly entries: TreeEntry[] } {
+  const root = folder;
   const entries: TreeEntry[] = [];
   const walk = (folder: string, relative: string): void => {
     for (const name of readdirSync(folder).sort()) {
-      if (relative === "" && name === "ws") continue;
+      if (relative === "" && name === skip) continue;
       const path = join(folder, name);
       const info = lstatSync(path);
       const kind = info.isSymbolicLink() ? "link" : info.isDirectory() ? "dir" : info.isFile() ? "file" : "other";
@@ -262,16 +280,71 @@ class RecordingAudit implements AuditSink {
   }
 }
 
-/** What the policy must have done: how many approvals were asked, and what was audited. */
-function expectedPolicy(hostile: HostileCall): { approvals: number; audit: [string, string][] } {
+/** What the policy must have done: how many approvals were asked, and what was audited as `[behavior, source, reason]`. */
+function expectedPolicy(hostile: HostileCall): { approvals: number; audit: [string, string, string][] } {
   if (hostile.tool === "<unknown>" || PREPARE_CODES.has(hostile.expect)) return { approvals: 0, audit: [] };
-  if (hostile.tool === "shell") return { approvals: 1, audit: [["deny", "user"]] };
+  if (hostile.tool === "shell") return { approvals: 1, audit: [["deny", "user", REFUSED]] };
   if (WRITE_TOOLS.has(hostile.tool)) {
+    // The book's boundary: every path chapter 2's safePath refuses is outside, so it is denied before anyone is asked.
     return hostile.expect === "permission_denied"
-      ? { approvals: 0, audit: [["deny", "workspace-boundary"]] }
-      : { approvals: 1, audit: [["allow", "user"]] };
+      ? { approvals: 0, audit: [["deny", "workspace-boundary", OUTSIDE]] }
+      : { approvals: 1, audit: [["allow", "user", APPROVED]] };
   }
-  return { approvals: 0, audit: [["allow", "default"]] };
+  throw new Error(`case ${hostile.id}: no policy is expected for ${hostile.tool}`);
+}
+
+/** A model-supplied path or pattern as the tools quote it: at most 200 characters, then `…`. */
+const shown = (text: string): string => (text.length <= 200 ? text : `${text.slice(0, 200)}…`);
+
+/**
+ * The whole tool message the call must get, or for invalid_arguments the part of it that is ours
+ * (Zod words the rest).
+ */
+function expectedMessage(
+  hostile: HostileCall,
+  name: string,
+  args: string,
+): { whole: string } | { startsWith: string } | { notError: true } {
+  if (hostile.message !== undefined) return { whole: hostile.message };
+  switch (hostile.expect) {
+    case "allowed-inside":
+      return { notError: true };
+    case "unknown_tool":
+      return { whole: `Error [unknown_tool]: Unknown tool: ${name}` };
+    case "invalid_json":
+      return { whole: `Error [invalid_json]: Arguments of ${name} must be a JSON object` };
+    case "invalid_arguments":
+      return { startsWith: `Error [invalid_arguments]: Invalid arguments for ${name}: ` };
+    case "permission_denied":
+      if (WRITE_TOOLS.has(hostile.tool)) return { whole: HARD_DENY };
+      break;
+    default:
+      break;
+  }
+  // The last of duplicate keys wins, as JSON.parse reads it: that is the value the tool saw.
+  const named = shown(String((JSON.parse(args) as { path?: string }).path));
+  switch (hostile.expect) {
+    case "file_not_found":
+      return { whole: `Error [file_not_found]: File not found: ${named}` };
+    case "text_not_found":
+      return { whole: `Error [text_not_found]: Exact text not found in ${named}` };
+    default:
+      throw new Error(`case ${hostile.id} needs a message`);
+  }
+}
+
+/** The first exact occurrence of `oldText` replaced, the rest untouched: what edit_file must write. */
+function firstReplaced(text: string, oldText: string, newText: string): string {
+  const at = text.indexOf(oldText);
+  return at === -1 ? text : text.slice(0, at) + newText + text.slice(at + oldText.length);
+}
+
+/** A tree without the entries a landed write may change: the file itself and the folders above it. */
+function withoutLanded(tree: ReturnType<typeof treeOf>, landed: string | undefined): TreeEntry[] {
+  if (landed === undefined) return tree.entries;
+  const parts = landed.split("/");
+  const chain = new Set(parts.map((_part, index) => parts.slice(0, index + 1).join("/")));
+  return tree.entries.filter((entry) => !chain.has(entry.path));
 }
 
 interface Harness {
@@ -317,9 +390,12 @@ async function checkCase(hostile: HostileCall): Promise<void> {
   const places = makePlaces();
   const release = hostile.setup === undefined ? undefined : buildSetup(hostile.setup, places);
   const before = outsideTree(places.root);
+  const insideBefore = treeOf(places.ws);
   const name = hostile.tool === "<unknown>" ? expand(hostile.name ?? "", places) : hostile.tool;
   const id = expand(hostile.callId ?? hostile.id, places);
   const args = argumentsText(hostile, places);
+  const landedPath = hostile.lands === undefined ? undefined : join(places.ws, hostile.lands);
+  const landedBefore = landedPath !== undefined && existsSync(landedPath) ? readFileSync(landedPath, "utf8") : "";
   const model = new ScriptedModel([toolTurn(call(id, name, args)), textTurn("done")]);
   const { agent, approval, audit, runner } = harness(places, model);
 
@@ -332,7 +408,9 @@ async function checkCase(hostile: HostileCall): Promise<void> {
   const content = messages[0]?.[1] ?? "";
   if (hostile.expect === "allowed-inside") expect(content.startsWith("Error [")).toBe(false);
   else expect(content.startsWith(`Error [${hostile.expect}]: `)).toBe(true);
-  if (hostile.message !== undefined) expect(content).toBe(hostile.message);
+  const expected = expectedMessage(hostile, name, args);
+  if ("whole" in expected) expect(content).toBe(expected.whole);
+  if ("startsWith" in expected) expect(content.startsWith(expected.startsWith)).toBe(true);
 
   // Nothing beside the workspace was created, changed or read into the conversation.
   expect(outsideTree(places.root)).toEqual(before);
@@ -341,21 +419,23 @@ async function checkCase(hostile: HostileCall): Promise<void> {
 
   const policy = expectedPolicy(hostile);
   expect(approval.requests.length).toBe(policy.approvals);
-  expect(audit.records.map((record) => [record.behavior, record.source])).toEqual(policy.audit);
+  expect(audit.records.map((record) => [record.behavior, record.source, record.reason])).toEqual(policy.audit);
   expect(audit.records.every((record) => record.tool === name)).toBe(true);
   expect(runner.calls).toEqual([]);
 
+  // Inside, only what a call that lands may change has changed: its own file and the folders above it.
+  expect(withoutLanded(treeOf(places.ws), hostile.lands)).toEqual(withoutLanded(insideBefore, hostile.lands));
   if (hostile.lands !== undefined) {
     const landed = join(places.ws, hostile.lands);
     expect(realpathSync(landed).startsWith(places.ws + sep)).toBe(true);
     const written = readFileSync(landed, "utf8");
-    const parsed = JSON.parse(args) as Record<string, unknown>;
-    if (hostile.tool === "write_file") expect(written).toBe(parsed.content);
-    if (hostile.tool === "edit_file") expect(written).toContain(String(parsed.new_string));
-  }
-  if (hostile.tool === "glob" && !content.startsWith("Error [") && content !== "(no matches)") {
-    for (const line of content.split("\n")) {
-      expect(realpathSync(join(places.ws, line)).startsWith(places.ws + sep)).toBe(true);
+    const parsed = JSON.parse(args) as { path?: string; content?: string; old_text?: string; new_text?: string };
+    if (hostile.tool === "write_file") {
+      expect(written).toBe(parsed.content);
+      expect(content).toBe(`Wrote ${Buffer.byteLength(written, "utf8")} UTF-8 bytes to ${shown(String(parsed.path))}`);
+    }
+    if (hostile.tool === "edit_file") {
+      expect(written).toBe(firstReplaced(landedBefore, String(parsed.old_text), String(parsed.new_text)));
     }
   }
 }
@@ -371,6 +451,32 @@ describe("the hostile corpus", () => {
     expect(new Set(corpus.map((hostile) => hostile.why)).size).toBe(corpus.length);
     expect(corpus.filter((hostile) => (hostile.tool === "<unknown>") !== (hostile.name !== undefined))).toEqual([]);
     expect(corpus.filter((hostile) => hostile.skip !== undefined && hostile.knownFlaw === undefined)).toEqual([]);
+  });
+
+  it("a refused write path is always the boundary's hard deny: no case expects path_escape or the unresolved deny", () => {
+    const codes = new Set(corpus.map((hostile) => hostile.expect));
+    expect(codes).toEqual(
+      new Set([
+        "permission_denied",
+        "file_not_found",
+        "invalid_path",
+        "text_not_found",
+        "invalid_arguments",
+        "invalid_json",
+        "unknown_tool",
+        "allowed-inside",
+      ]),
+    );
+    const writes = corpus.filter((hostile) => WRITE_TOOLS.has(hostile.tool) && hostile.expect === "permission_denied");
+    expect(writes.length).toBeGreaterThanOrEqual(80);
+    expect(writes.filter((hostile) => (hostile.message ?? HARD_DENY) !== HARD_DENY)).toEqual([]);
+    // Only the FIFO and the folders are invalid_path: every rule of the path itself is the boundary's.
+    expect(corpus.filter((hostile) => hostile.expect === "invalid_path").map((hostile) => hostile.id)).toEqual([
+      "write-fifo",
+      "write-dot",
+      "write-existing-folder",
+      "write-under-a-file",
+    ]);
   });
 
   it.each(cases(false))("%s", async (_why, hostile) => {
@@ -395,42 +501,21 @@ class SwapBeforeFirstWrite implements WorkspaceFileSystem {
     private readonly inner: WorkspaceFileSystem,
     private readonly swap: () => void,
   ) {}
-  readText(path: string, page: { offset: number; limit: number }) {
-    return this.inner.readText(path, page);
+  readFile(workspace: string, relativePath: string, limit?: number) {
+    return this.inner.readFile(workspace, relativePath, limit);
   }
-  readWhole(path: string, maxBytes: number) {
-    return this.inner.readWhole(path, maxBytes);
-  }
-  writeText(path: string, content: string) {
+  writeFile(workspace: string, relativePath: string, content: string) {
     if (!this.swapped) {
       this.swapped = true;
       this.swap();
     }
-    return this.inner.writeText(path, content);
+    return this.inner.writeFile(workspace, relativePath, content);
   }
-  glob(pattern: string, limit: number) {
-    return this.inner.glob(pattern, limit);
+  editFile(workspace: string, relativePath: string, oldText: string, newText: string) {
+    return this.inner.editFile(workspace, relativePath, oldText, newText);
   }
-}
-
-/**
- * The real adapter with a concurrent attacker: right after its `n`th path check returns, `dir` becomes
- * a link to outside. It models another process winning a race between the check and the use.
- */
-class RacedFileSystem extends NodeWorkspaceFileSystem {
-  private checks = 0;
-  constructor(
-    workspace: string,
-    private readonly swapAfterCheck: number,
-    private readonly swap: () => void,
-  ) {
-    super(workspace);
-  }
-  override resolve(relative: string): string {
-    const resolved = super.resolve(relative);
-    this.checks += 1;
-    if (this.checks === this.swapAfterCheck) this.swap();
-    return resolved;
+  globFiles(workspace: string, pattern: string) {
+    return this.inner.globFiles(workspace, pattern);
   }
 }
 
@@ -442,6 +527,8 @@ function swapDirForOutsideLink({ ws }: Places): () => void {
   };
 }
 
+// The folder-swap races inside one file operation are chapter 2's (folder-swap-races.test.ts). This is the
+// one chapter 3 adds: a swap after the permission check, which the handler catches and the boundary then sees.
 describe.skipIf(!posix)("links swapped in while a turn runs", () => {
   it("a folder swapped for an outside link after the permission check makes the write path_escape, and the next call in the same turn is a hard deny never asked", async () => {
     const places = makePlaces();
@@ -454,72 +541,23 @@ describe.skipIf(!posix)("links swapped in while a turn runs", () => {
       ),
       textTurn("done"),
     ]);
-    const fileSystem = new SwapBeforeFirstWrite(new NodeWorkspaceFileSystem(places.ws), swap);
+    const fileSystem = new SwapBeforeFirstWrite(new NodeWorkspaceFileSystem(), swap);
     const { agent, approval, audit } = harness(places, model, fileSystem);
 
     const result = await agent.run("write two files");
 
     expect(toolMessages(result.history)).toEqual([
-      ["w1", 'Error [path_escape]: path resolves outside the workspace: "dir/a.txt"'],
+      ["w1", "Error [path_escape]: Path escapes workspace: dir/a.txt"],
       ["w2", HARD_DENY],
     ]);
     expect(approval.requests.map((seen) => seen.arguments)).toEqual([{ path: "dir/a.txt", content: "pwned" }]);
-    expect(audit.records.map((record) => [record.behavior, record.source])).toEqual([
-      ["allow", "user"],
-      ["deny", "workspace-boundary"],
+    expect(audit.records.map((record) => [record.tool, record.behavior, record.source, record.reason])).toEqual([
+      ["write_file", "allow", "user", APPROVED],
+      ["write_file", "deny", "workspace-boundary", OUTSIDE],
     ]);
     expect(lstatSync(join(places.ws, "dir")).isSymbolicLink()).toBe(true);
     expect(outsideTree(places.root)).toEqual(before);
     expect(() => validateToolPairing(result.history)).not.toThrow();
-  });
-
-  async function racedRun(
-    swapAfterCheck: number,
-    tool: string,
-    args: Record<string, string>,
-  ): Promise<{ places: Places; before: ReturnType<typeof outsideTree>; result: RunResult }> {
-    const places = makePlaces();
-    const swap = swapDirForOutsideLink(places);
-    const before = outsideTree(places.root);
-    const model = new ScriptedModel([toolTurn(call("c1", tool, args)), textTurn("done")]);
-    const { agent } = harness(places, model, new RacedFileSystem(places.ws, swapAfterCheck, swap));
-    return { places, before, result: await agent.run("go") };
-  }
-
-  // Missing folders are made one level at a time, refusing links, so the swapped-in link is caught there.
-  it("a folder swapped for an outside link between the write's first check and its mkdir creates no folder outside", async () => {
-    const { places, before, result } = await racedRun(1, "write_file", { path: "dir/sub/x.txt", content: "pwned" });
-    expect(toolMessages(result.history)[0]?.[1]).toMatch(/^Error \[path_escape\]: /);
-    expect(outsideTree(places.root)).toEqual(before);
-  });
-
-  // The documented limit (docs/security.md): Node has no openat, so a folder swapped after the last check is
-  // followed by open(O_CREAT). The opened file is then located (/proc/self/fd), found outside, and removed before
-  // anything is written: no content lands outside and no file stays, though the outside folder's times change.
-  it("a folder swapped for an outside link between the write's re-check and its open leaves no file outside", async () => {
-    const { places, before, result } = await racedRun(2, "write_file", { path: "dir/x.txt", content: "pwned" });
-    expect(toolMessages(result.history)[0]?.[1]).toMatch(/^Error \[path_escape\]: /);
-    const timeless = (tree: ReturnType<typeof outsideTree>) =>
-      tree.entries.map(({ mtimeMs: _m, ctimeMs: _c, ...rest }) => rest);
-    const after = outsideTree(places.root);
-    expect(after.listing).toEqual(before.listing);
-    expect(timeless(after)).toEqual(timeless(before));
-  });
-
-  // O_CREAT|O_EXCL first: an outside file reached through the swap already exists, so it is never taken for
-  // one this call created, never truncated (no O_TRUNC) and never removed.
-  it("a folder swapped for an outside link before the open leaves an existing outside file exactly as it was", async () => {
-    const { places, before, result } = await racedRun(2, "write_file", { path: "dir/secret.txt", content: "pwned" });
-    expect(toolMessages(result.history)[0]?.[1]).toMatch(/^Error \[path_escape\]: /);
-    expect(readFileSync(join(places.outside, "secret.txt"), "utf8")).toBe(`${SECRET}\n`);
-    expect(outsideTree(places.root)).toEqual(before);
-  });
-
-  // The opened file is located after the open (/proc/self/fd, or its device and inode) and refused when outside.
-  it("a folder swapped for an outside link between a read's check and its open does not leak the outside file", async () => {
-    const { result } = await racedRun(1, "read_file", { path: "dir/secret.txt" });
-    expect(JSON.stringify(result.history).includes(SECRET)).toBe(false);
-    expect(toolMessages(result.history)[0]?.[1]).toMatch(/^Error \[/);
   });
 });
 
@@ -553,87 +591,5 @@ describe.skipIf(!posix)("a shell call the user approves", () => {
     expect(toolMessages(result.history)).toEqual([["s1", `${"x".repeat(50_000)}\n[output truncated]`]]);
     expect(readdirSync(places.ws).sort()).toEqual([".agent", "inside.txt", "sub"]);
     expect(outsideTree(places.root)).toEqual(before);
-  });
-});
-
-interface ChildGlob {
-  readonly killed: boolean;
-  readonly out: string;
-}
-
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const adapterUrl = pathToFileURL(fileURLToPath(new URL("../src/adapters/filesystem.ts", import.meta.url))).href;
-
-/** Runs one glob in a child process, so a pattern that blocks the event loop cannot block the tests. */
-function globInChild(ws: string, pattern: string, limitMs: number): Promise<ChildGlob> {
-  const script = join(ws, "..", `glob-${randomBytes(4).toString("hex")}.mts`);
-  writeFileSync(
-    script,
-    [
-      `import { NodeWorkspaceFileSystem } from ${JSON.stringify(adapterUrl)};`,
-      `const fs = new NodeWorkspaceFileSystem(${JSON.stringify(ws)});`,
-      `try { await fs.glob(${JSON.stringify(pattern)}, 1000); process.stdout.write("answered"); }`,
-      `catch (error) { process.stdout.write("refused " + String(error?.name)); }`,
-    ].join("\n"),
-  );
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", tsx, script], { stdio: ["ignore", "pipe", "ignore"] });
-    let out = "";
-    let killed = false;
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (out += chunk));
-    const timer = setTimeout(() => {
-      killed = true;
-      child.kill("SIGKILL");
-    }, limitMs);
-    child.on("error", reject);
-    child.on("close", () => {
-      clearTimeout(timer);
-      resolve({ killed, out });
-    });
-  });
-}
-
-let childRoot = "";
-let children: Record<"control" | "braces" | "long", Promise<ChildGlob>> | undefined;
-
-// Started before every other test of this file, so their waits overlap the corpus instead of adding to it.
-beforeAll(() => {
-  childRoot = realpathSync(mkdtempSync(join(tmpdir(), "ch03-hostile-glob-")));
-  const ws = join(childRoot, "ws");
-  mkdirSync(join(ws, "sub"), { recursive: true });
-  writeFileSync(join(ws, "sub", "a.txt"), "a");
-  children = {
-    control: globInChild(ws, "**/*.txt", 20_000),
-    braces: globInChild(ws, "{1..1000}{1..1000}", 4_000),
-    long: globInChild(ws, "*/".repeat(100_000), 4_000),
-  };
-});
-afterAll(async () => {
-  if (children !== undefined) await Promise.all(Object.values(children));
-  rmSync(childRoot, { recursive: true, force: true });
-});
-
-describe("glob patterns that expand without bound", () => {
-  const outcome = (name: "control" | "braces" | "long"): Promise<ChildGlob> => {
-    if (children === undefined) throw new Error("children were not started");
-    return children[name];
-  };
-
-  it("a plain pattern answers in the same child-process harness", async () => {
-    expect(await outcome("control")).toEqual({ killed: false, out: "answered" });
-  });
-
-  // Brace expansion is off (SPEC §6 names only *, **, ? and [...]): the braces are literal characters.
-  it("a brace-expanding glob pattern of 18 characters is answered or refused within 4 seconds", async () => {
-    const result = await outcome("braces");
-    expect(result.killed).toBe(false);
-    expect(result.out).toMatch(/^(answered|refused )/);
-  });
-
-  // Patterns over MAX_GLOB_PATTERN_CHARS are refused before fast-glob sees them.
-  it("a 200 KB glob pattern of */ is answered or refused within 4 seconds", async () => {
-    const result = await outcome("long");
-    expect(result.killed).toBe(false);
-    expect(result.out).toMatch(/^(answered|refused )/);
   });
 });

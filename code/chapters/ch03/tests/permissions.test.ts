@@ -14,6 +14,7 @@ import {
   type WorkspaceWriteBoundary,
 } from "../src/core/permissions.js";
 import { ToolRegistry, toolError, toolSuccess, type ToolEffect, type ValidToolCall } from "../src/core/tools.js";
+import { FakeBoundary } from "./support/fakes.js";
 import { call } from "./support/scripted-model.js";
 
 const context = { workspace: "/ws", identity: "test" };
@@ -56,8 +57,8 @@ class Audit implements AuditSink {
   }
 }
 
-const inside: WorkspaceWriteBoundary = { isInsideWorkspace: () => true };
-const outside: WorkspaceWriteBoundary = { isInsideWorkspace: () => false };
+const inside: WorkspaceWriteBoundary = { isPathWithinWorkspace: () => Promise.resolve(true) };
+const outside: WorkspaceWriteBoundary = { isPathWithinWorkspace: () => Promise.resolve(false) };
 const rule = (name: string, behavior: PermissionBehavior, matches = true) =>
   new PermissionRule({ name, behavior, reason: `${name} says ${behavior}`, matches: () => matches });
 
@@ -206,12 +207,12 @@ describe("PermissionPolicy.decide", () => {
     [
       "throws",
       {
-        isInsideWorkspace: () => {
+        isPathWithinWorkspace: () => {
           throw new Error("EACCES");
         },
       },
     ],
-    ["rejects", { isInsideWorkspace: () => Promise.reject(new Error("EIO")) }],
+    ["rejects", { isPathWithinWorkspace: () => Promise.reject(new Error("EIO")) }],
   ])("a boundary that %s denies: the write path could not be resolved safely", async (_name, boundary) => {
     const { policy: p, approver } = policy({ boundary });
     expect(await p.decide(request("write"))).toEqual(
@@ -220,19 +221,34 @@ describe("PermissionPolicy.decide", () => {
     expect(approver.calls).toBe(0);
   });
 
-  it("a boundary answering anything but true counts as outside", async () => {
-    const { policy: p } = policy({ boundary: { isInsideWorkspace: () => "yes" as unknown as boolean } });
-    expect((await p.decide(request("write"))).reason).toBe("Writing outside the workspace is forbidden");
+  it.each<[string, unknown]>([
+    ["the string yes", "yes"],
+    ["the number 1", 1],
+    ["undefined", undefined],
+    ["a decision-shaped object", { inside: true }],
+  ])("a boundary answering %s (anything but true) counts as outside", async (_name, answer) => {
+    const { policy: p, approver } = policy({ boundary: new FakeBoundary(answer) });
+    expect(await p.decide(request("write"))).toEqual(
+      decision("deny", "Writing outside the workspace is forbidden", "workspace-boundary"),
+    );
+    expect(approver.calls).toBe(0);
+  });
+
+  it("the boundary is asked with the request's workspace first and the model's path as it came", async () => {
+    const boundary = new FakeBoundary(true);
+    const { policy: p } = policy({ boundary });
+    await p.decide(request("write", [], { path: "nested/../x.txt" }));
+    expect(boundary.calls).toEqual([["/ws", "nested/../x.txt"]]);
   });
 
   it("the boundary judges only write tools with a string path", async () => {
-    const boundary = { calls: 0, isInsideWorkspace: () => ((boundary.calls += 1), false) };
+    const boundary = new FakeBoundary(false);
     const { policy: p } = policy({ boundary });
     expect((await p.decide(request("read", [], { path: "../x" }))).behavior).toBe("allow");
     expect((await p.decide(request("write", [], {}))).behavior).toBe("allow");
-    expect(boundary.calls).toBe(0);
+    expect(boundary.calls).toEqual([]);
     expect((await p.decide(request("write", [], { path: "../x" }))).behavior).toBe("deny");
-    expect(boundary.calls).toBe(1);
+    expect(boundary.calls).toEqual([["/ws", "../x"]]);
   });
 
   it("a rule whose matcher throws denies with its name", async () => {

@@ -1,8 +1,8 @@
 import { constants, realpathSync, statSync } from "node:fs";
 import { open, readlink, unlink, type FileHandle } from "node:fs/promises";
 import { sep } from "node:path";
-import { isInside } from "../core/safe-path.js";
-import { FileNotFoundError, NotAFileError, WorkspacePathError } from "../core/workspace-fs.js";
+import { FileNotFoundError, FileSystemOperationError, InvalidFilePathError } from "../core/filesystem.js";
+import { escapes, isInside, shownPath } from "../core/safe-path.js";
 
 // POSIX-only flags are 0 where they do not exist (Windows), where the checks below are the defence.
 const flag = (name: "O_NOFOLLOW" | "O_NONBLOCK"): number => (constants as Partial<Record<string, number>>)[name] ?? 0;
@@ -32,9 +32,10 @@ export async function openConfined(
     const info = await handle.stat();
     if (!info.isFile()) throw notAFile(path, info);
     const where = await openedPath(handle, target, info);
+    // Moved outside between the check and the open: for the model, that path escapes the workspace.
     if (where === undefined || !isInside(workspace, where, sep)) {
       if (created && where !== undefined) await unlink(where).catch(() => undefined);
-      throw new WorkspacePathError("escape", `${path} moved outside the workspace while it was opened`);
+      throw escapes(path);
     }
     return { handle, created };
   } catch (error) {
@@ -81,17 +82,23 @@ async function openedPath(
 /** Internal: the O_EXCL attempt found a file; never reaches a tool result. */
 class FileExistsError extends Error {}
 
-function notAFile(path: string, info: { isDirectory(): boolean }): NotAFileError {
-  return new NotAFileError(info.isDirectory() ? `${path} is a folder, not a file` : `${path} is not a regular file`);
+function notAFile(path: string, info: { isDirectory(): boolean }): InvalidFilePathError {
+  return new InvalidFilePathError(
+    info.isDirectory() ? `Path is a directory: ${shownPath(path)}` : `Path is not a regular file: ${shownPath(path)}`,
+  );
 }
 
-/** Platform errors become the domain's: the model gets a stable code, not an errno. */
+/** Platform errors become the domain's: the model gets a stable code, not an errno. Unknown ones stay as they are. */
 export function platformError(error: unknown, path: string): Error {
   const code = (error as NodeJS.ErrnoException).code;
-  if (code === "ENOENT" || code === "ENOTDIR") return new FileNotFoundError(`${path} does not exist`);
-  if (code === "EISDIR") return new NotAFileError(`${path} is a folder, not a file`);
-  if (code === "ENXIO") return new NotAFileError(`${path} is not a regular file`);
-  if (code === "ELOOP") return new WorkspacePathError("escape", `${path} is a link; it will not be followed`);
-  if (code === "EEXIST") return new FileExistsError(`${path} exists`);
+  if (code === "ENOENT" || code === "ENOTDIR") return new FileNotFoundError(`File not found: ${shownPath(path)}`);
+  if (code === "EISDIR") return new InvalidFilePathError(`Path is a directory: ${shownPath(path)}`);
+  if (code === "ENXIO") return new InvalidFilePathError(`Path is not a regular file: ${shownPath(path)}`);
+  // O_NOFOLLOW met a link in the last component after the check: it leads elsewhere, so it escapes.
+  if (code === "ELOOP") return escapes(path);
+  if (code === "EEXIST") return new FileExistsError(path);
+  if (code === "EACCES" || code === "EPERM") return new FileSystemOperationError("the operating system refused access");
+  if (code === "ENOSPC") return new FileSystemOperationError("the disk is full");
+  if (code === "EROFS") return new FileSystemOperationError("the file system is read-only");
   return error instanceof Error ? error : new Error(String(error));
 }

@@ -1,19 +1,24 @@
 import { lstatSync, realpathSync } from "node:fs";
 import { dirname, join, sep } from "node:path";
 import fg from "fast-glob";
-import { resolveInWorkspace, type PathProbe } from "../core/safe-path.js";
 import {
-  FileTooLargeError,
-  MAX_GLOB_PATTERN_CHARS,
-  NotAFileError,
+  FileSystemOperationError,
+  InvalidFilePathError,
+  InvalidUtf8Error,
+  TextNotFoundError,
   WorkspacePathError,
-  type GlobResult,
-  type ReadPage,
   type WorkspaceFileSystem,
-} from "../core/workspace-fs.js";
-import { openConfined } from "./confined-open.js";
-import { readLinePage } from "./line-reader.js";
+} from "../core/filesystem.js";
+import { escapes, resolveInWorkspace, shownPath, type PathProbe } from "../core/safe-path.js";
+import { openConfined, platformError } from "./confined-open.js";
 import { makeRealFolders } from "./real-folders.js";
+
+/** A file larger than this is refused, not read: the whole file is held in memory to decode it strictly. */
+export const MAX_FILE_BYTES = 10 * 1024 * 1024;
+/** Longer glob patterns are refused: matching time grows with the pattern, and no real one is this long. */
+export const MAX_GLOB_PATTERN_CHARS = 1_000;
+/** `globFiles` stops one past this, so the tool can say that more exist without holding them all. */
+export const MAX_GLOB_RESULTS = 1_000;
 
 const nodeProbe: PathProbe = {
   separator: sep === "\\" ? "\\" : "/",
@@ -28,78 +33,70 @@ const nodeProbe: PathProbe = {
   },
 };
 
-/** SPEC §8 on this machine's disk: the absolute path inside `workspace` that `relative` names. */
-export function safePath(workspace: string, relative: string): string {
-  return resolveInWorkspace(workspace, relative, nodeProbe);
+/**
+ * The absolute path inside `workspace` that the model-supplied `relativePath` names, after two
+ * checks: the text alone (no `..`, absolute path, device name …), then the disk (every link or
+ * junction that exists on the way, the last component included, must stay inside). Throws
+ * `WorkspacePathError` and never repairs a path.
+ */
+export async function safePath(workspace: string, relativePath: string): Promise<string> {
+  return Promise.resolve().then(() => resolveInWorkspace(realpathSync.native(workspace), relativePath, nodeProbe));
 }
 
 // `..` as a whole component, also inside braces or extglobs: `{..,a}/x` would climb out too.
 const CLIMBING = /(^|[\\/{,(|@!+*?])\.\.($|[\\/},)|])/;
+const WILDCARD = /[*?[\]{}()!]/;
 
-/** `WorkspaceFileSystem` on Node's `fs`, confined to one workspace folder (a real path). */
+/** `WorkspaceFileSystem` on Node's `fs`. Every open is checked again after it happens (`openConfined`). */
 export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
-  constructor(readonly workspace: string) {}
-
-  resolve(relative: string): string {
-    return safePath(this.workspace, relative);
+  async readFile(workspace: string, relativePath: string, limit?: number): Promise<string> {
+    if (limit !== undefined && (!Number.isInteger(limit) || limit <= 0)) {
+      throw new RangeError("limit must be a positive integer");
+    }
+    const text = await this.#readText(workspace, relativePath, false);
+    if (limit === undefined) return text;
+    const lines = text.split("\n");
+    // A final line break ends the last line; it does not start another.
+    if (lines.at(-1) === "") lines.pop();
+    if (lines.length <= limit) return text;
+    return `${lines.slice(0, limit).join("\n")}\n... (${lines.length - limit} more lines)`;
   }
 
-  async readText(path: string, page: { offset: number; limit: number }): Promise<ReadPage> {
-    const { handle } = await openConfined(this.workspace, this.resolve(path), path, "read");
-    try {
-      return await readLinePage(handle, page.offset, page.limit);
-    } finally {
-      await handle.close();
-    }
+  async writeFile(workspace: string, relativePath: string, content: string): Promise<number> {
+    const bytes = Buffer.from(content, "utf8");
+    await this.#write(workspace, relativePath, bytes);
+    return bytes.byteLength;
   }
 
-  async readWhole(path: string, maxBytes: number): Promise<string> {
-    const { handle } = await openConfined(this.workspace, this.resolve(path), path, "read");
-    try {
-      const { size } = await handle.stat();
-      if (size > maxBytes) throw new FileTooLargeError(`${path} is ${size} bytes; the limit is ${maxBytes}`);
-      return await handle.readFile("utf8");
-    } finally {
-      await handle.close();
-    }
+  async editFile(workspace: string, relativePath: string, oldText: string, newText: string): Promise<void> {
+    // The BOM stays part of the text, so a file is written back with the bytes it had.
+    const current = await this.#readText(workspace, relativePath, true);
+    const at = current.indexOf(oldText);
+    if (at === -1) throw new TextNotFoundError(`Exact text not found in ${shownPath(relativePath)}`);
+    // Slices, not String.replace: `$&` and friends in newText stay literal, and the rest is untouched.
+    const updated = current.slice(0, at) + newText + current.slice(at + oldText.length);
+    await this.#write(workspace, relativePath, Buffer.from(updated, "utf8"));
   }
 
-  async writeText(path: string, content: string): Promise<{ readonly created: boolean }> {
-    const target = this.resolve(path);
-    try {
-      // Level by level, refusing links: a folder swapped for a link since the check cannot take the new folders out.
-      makeRealFolders(this.workspace, dirname(target));
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code !== undefined && code !== "EEXIST" && code !== "ENOTDIR") throw error;
-      // A link where a folder was checked means the path now leads elsewhere: resolving again says where.
-      this.resolve(path);
-      throw new NotAFileError(`a parent folder of ${path} is a file or a link`);
-    }
-    // Resolve again now that the folders exist, then let the open prove where the file really is.
-    const { handle, created } = await openConfined(this.workspace, this.resolve(path), path, "write");
-    try {
-      await handle.truncate(0);
-      await handle.writeFile(content, "utf8");
-    } finally {
-      await handle.close();
-    }
-    return { created };
-  }
-
-  async glob(pattern: string, limit: number): Promise<GlobResult> {
+  async globFiles(workspace: string, pattern: string): Promise<readonly string[]> {
     if (pattern.length > MAX_GLOB_PATTERN_CHARS) {
-      throw new WorkspacePathError("invalid", `glob patterns are limited to ${MAX_GLOB_PATTERN_CHARS} characters`);
+      throw new FileSystemOperationError(`the pattern is longer than ${MAX_GLOB_PATTERN_CHARS} characters`);
     }
-    if (/^[\\/]/.test(pattern) || /^[A-Za-z]:/.test(pattern) || CLIMBING.test(pattern)) {
-      throw new WorkspacePathError(
-        "escape",
-        `glob patterns must stay inside the workspace: ${JSON.stringify(pattern)}`,
-      );
+    if (/^[\\/]/.test(pattern) || /^[A-Za-z]:/.test(pattern) || CLIMBING.test(pattern)) throw escapes(pattern);
+    const root = await safePath(workspace, ".");
+    // The fixed folders before the first wildcard go through safePath: `escape/*.txt` cannot use a link out.
+    const folders = pattern.split(/[\\/]/).slice(0, -1);
+    const firstWildcard = folders.findIndex((part) => WILDCARD.test(part));
+    const prefix = (firstWildcard === -1 ? folders : folders.slice(0, firstWildcard)).join("/");
+    if (prefix !== "") {
+      await safePath(root, prefix).catch((error: unknown) => {
+        throw error instanceof WorkspacePathError ? escapes(pattern) : error;
+      });
     }
-    // Only *, **, ? and [...] (SPEC §6): brace and extglob expansion can blow up, and braces could climb out.
-    const stream = fg.stream(pattern, {
-      cwd: this.workspace,
+    // Only *, **, ? and [...]: brace and extglob expansion can blow up, and braces could climb out.
+    // `\` is a separator here as in every other tool (safePath), never fast-glob's escape character.
+    const stream = fg.stream(pattern.replaceAll("\\", "/"), {
+      cwd: root,
       followSymbolicLinks: false,
       onlyFiles: true,
       suppressErrors: true,
@@ -108,35 +105,79 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
     });
     const paths: string[] = [];
     const linkFree = new Map<string, boolean>();
-    let capped = false;
     for await (const entry of stream) {
       const path = String(entry);
       // Defence in depth: the pattern check above should make these impossible.
       if (path.startsWith("/") || path.split("/").includes("..")) continue;
       // fast-glob only stops `**` at links; a pattern that names a linked folder (`link/*`) still enters it.
-      if (!this.isLinkFreeFolder(dirname(path), linkFree)) continue;
-      if (paths.length === limit) {
-        capped = true;
-        break;
-      }
+      if (!isLinkFreeFolder(root, dirname(path), linkFree)) continue;
       paths.push(path);
+      if (paths.length > MAX_GLOB_RESULTS) break;
     }
-    return { paths: paths.sort(), capped };
+    return paths.sort();
   }
 
-  /** Whether a workspace-relative folder is reached without passing through any symlink or junction. */
-  private isLinkFreeFolder(folder: string, cache: Map<string, boolean>): boolean {
-    if (folder === ".") return true;
-    let answer = cache.get(folder);
-    if (answer === undefined) {
-      const lexical = join(this.workspace, folder);
-      try {
-        answer = realpathSync.native(lexical) === lexical;
-      } catch {
-        answer = false;
+  /** The whole file, decoded strictly; refused when it is over `MAX_FILE_BYTES`. */
+  async #readText(workspace: string, relativePath: string, keepBom: boolean): Promise<string> {
+    const root = realpathSync.native(workspace);
+    const { handle } = await openConfined(root, await safePath(root, relativePath), relativePath, "read");
+    let bytes: Buffer;
+    try {
+      const { size } = await handle.stat();
+      if (size > MAX_FILE_BYTES) {
+        throw new FileSystemOperationError(`the file is ${size} bytes; at most ${MAX_FILE_BYTES} are read`);
       }
-      cache.set(folder, answer);
+      bytes = await handle.readFile();
+    } finally {
+      await handle.close();
     }
-    return answer;
+    try {
+      return new TextDecoder("utf-8", { fatal: true, ignoreBOM: keepBom }).decode(bytes);
+    } catch {
+      throw new InvalidUtf8Error(`File is not valid UTF-8: ${shownPath(relativePath)}`);
+    }
   }
+
+  async #write(workspace: string, relativePath: string, bytes: Buffer): Promise<void> {
+    const root = realpathSync.native(workspace);
+    const target = await safePath(root, relativePath);
+    // `.` names the workspace folder itself: there is no parent to create, and nothing to write to.
+    if (target === root) throw new InvalidFilePathError(`Path is a directory: ${shownPath(relativePath)}`);
+    try {
+      // Level by level, refusing links: a folder swapped for a link since the check cannot take the new folders out.
+      makeRealFolders(root, dirname(target));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== undefined && code !== "EEXIST" && code !== "ENOTDIR") throw platformError(error, relativePath);
+      // A link where a folder was checked means the path now leads elsewhere: resolving again says where.
+      await safePath(root, relativePath);
+      throw new InvalidFilePathError(`A parent of the path is not a directory: ${shownPath(relativePath)}`);
+    }
+    // Resolve again now that the folders exist, then let the open prove where the file really is.
+    const { handle } = await openConfined(root, await safePath(root, relativePath), relativePath, "write");
+    try {
+      await handle.truncate(0);
+      await handle.writeFile(bytes);
+    } catch (error) {
+      throw platformError(error, relativePath);
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+/** Whether a workspace-relative folder is reached without passing through any symlink or junction. */
+function isLinkFreeFolder(root: string, folder: string, cache: Map<string, boolean>): boolean {
+  if (folder === ".") return true;
+  let answer = cache.get(folder);
+  if (answer === undefined) {
+    const lexical = join(root, folder);
+    try {
+      answer = realpathSync.native(lexical) === lexical;
+    } catch {
+      answer = false;
+    }
+    cache.set(folder, answer);
+  }
+  return answer;
 }

@@ -17,7 +17,7 @@ const README = `# 演示工作区
 
 /**
  * A fresh workspace in a new temporary folder, and the chapter's bundled walkthrough to replay.
- * The workspace sits one level down, so the walkthrough's `../outside.txt` also stays in the temp folder.
+ * The workspace sits one level down, so a walkthrough's `../…` paths also stay inside the temp folder.
  */
 export async function prepareDemo(): Promise<DemoSetup> {
   const root = await mkdtemp(join(tmpdir(), "agent-tutorial-demo-"));

@@ -2,11 +2,9 @@ import { z } from "zod";
 import type { CommandResult, CommandRunner } from "../core/commands.js";
 import { ToolRegistry, toolError, toolSuccess } from "../core/tools.js";
 import type { ToolDefinition, ToolResult } from "../core/tools.js";
-import type { WorkspaceFileSystem } from "../core/workspace-fs.js";
-import { editFileTool } from "./edit-file.js";
-import { globTool } from "./glob.js";
-import { readFileTool } from "./read-file.js";
-import { writeFileTool } from "./write-file.js";
+import type { WorkspaceFileSystem } from "../core/filesystem.js";
+import { shownPath } from "../core/safe-path.js";
+import { withFileErrors } from "./file-errors.js";
 
 export const shellInputSchema = z.strictObject({ command: z.string().min(1) });
 
@@ -47,12 +45,113 @@ export function createChapterOneTools(commandRunner: CommandRunner): ToolRegistr
   return registry;
 }
 
+export const readFileInputSchema = z.strictObject({
+  path: z.string().min(1).describe("Workspace-relative file path. Escapes and device names are rejected."),
+  limit: z.number().int().positive().optional().describe("Optional maximum number of lines to return."),
+});
+
+export const writeFileInputSchema = z.strictObject({
+  path: z
+    .string()
+    .min(1)
+    .describe("Workspace-relative destination path; parent directories are created automatically."),
+  content: z.string().describe("UTF-8 text content to write; an empty string clears the file."),
+});
+
+export const editFileInputSchema = z.strictObject({
+  path: z.string().min(1).describe("Workspace-relative target file path."),
+  old_text: z.string().min(1).describe("Exact existing text to replace; only the first occurrence is changed."),
+  new_text: z.string().describe("Replacement text; an empty string deletes the matched text."),
+});
+
+export const globInputSchema = z.strictObject({
+  pattern: z.string().min(1).describe("Workspace-relative glob pattern, for example **/*.ts."),
+});
+
+/** The matches `glob` shows; the file system finds at most one more, which says that more exist. */
+export const GLOB_SHOWN = 1_000;
+
+export function createReadFileTool(
+  fileSystem: WorkspaceFileSystem,
+): ToolDefinition<z.infer<typeof readFileInputSchema>> {
+  return {
+    name: "read_file",
+    description:
+      "Read a UTF-8 text file in the workspace. Without limit it returns the whole file; with limit, the first " +
+      "limit lines and then a line '... (N more lines)'. Use it instead of shell to look at files. Fails with " +
+      "invalid_utf8 for binary files, file_not_found (find the path with glob) or path_escape.",
+    inputSchema: readFileInputSchema,
+    effect: "read",
+    handler: ({ path, limit }, context) =>
+      withFileErrors(`Could not read file: ${shownPath(path)}`, async () =>
+        toolSuccess(await fileSystem.readFile(context.workspace, path, limit)),
+      ),
+  };
+}
+
+export function createWriteFileTool(
+  fileSystem: WorkspaceFileSystem,
+): ToolDefinition<z.infer<typeof writeFileInputSchema>> {
+  return {
+    name: "write_file",
+    description:
+      "Create or overwrite a UTF-8 text file in the workspace with the given content; missing parent folders " +
+      "are created. Returns how many UTF-8 bytes were written. Use it instead of shell to write files.",
+    inputSchema: writeFileInputSchema,
+    effect: "write",
+    handler: ({ path, content }, context) =>
+      withFileErrors(`Could not write file: ${shownPath(path)}`, async () => {
+        const bytes = await fileSystem.writeFile(context.workspace, path, content);
+        return toolSuccess(`Wrote ${bytes} UTF-8 bytes to ${shownPath(path)}`);
+      }),
+  };
+}
+
+export function createEditFileTool(
+  fileSystem: WorkspaceFileSystem,
+): ToolDefinition<z.infer<typeof editFileInputSchema>> {
+  return {
+    name: "edit_file",
+    description:
+      "Replace the first exact occurrence of old_text with new_text in a workspace file. It takes no line " +
+      "numbers: read_file first and copy old_text exactly, whitespace included. If old_text is not found " +
+      "(text_not_found) the file is left unchanged: read it again before retrying.",
+    inputSchema: editFileInputSchema,
+    effect: "write",
+    handler: ({ path, old_text, new_text }, context) =>
+      withFileErrors(`Could not edit file: ${shownPath(path)}`, async () => {
+        await fileSystem.editFile(context.workspace, path, old_text, new_text);
+        return toolSuccess(`Edited ${shownPath(path)}`);
+      }),
+  };
+}
+
+export function createGlobTool(fileSystem: WorkspaceFileSystem): ToolDefinition<z.infer<typeof globInputSchema>> {
+  return {
+    name: "glob",
+    description:
+      "Find files in the workspace by glob pattern (*, **, ?, [...]). Returns workspace-relative paths with / " +
+      "separators, sorted, one per line, or (no matches). Symlinked folders are not entered.",
+    inputSchema: globInputSchema,
+    effect: "read",
+    handler: ({ pattern }, context) =>
+      withFileErrors(`Could not list files: ${shownPath(pattern)}`, async () => {
+        const paths = await fileSystem.globFiles(context.workspace, pattern);
+        if (paths.length === 0) return toolSuccess("(no matches)");
+        const shown = paths.slice(0, GLOB_SHOWN).join("\n");
+        return toolSuccess(
+          paths.length > GLOB_SHOWN ? `${shown}\n[first ${GLOB_SHOWN} matches shown; narrow the pattern]` : shown,
+        );
+      }),
+  };
+}
+
 /** Chapter 2's: chapter 1's registry, and the four file tools over the injected file system. */
 export function createChapterTwoTools(commandRunner: CommandRunner, fileSystem: WorkspaceFileSystem): ToolRegistry {
   const registry = createChapterOneTools(commandRunner);
-  registry.register(readFileTool(fileSystem));
-  registry.register(writeFileTool(fileSystem));
-  registry.register(editFileTool(fileSystem));
-  registry.register(globTool(fileSystem));
+  registry.register(createReadFileTool(fileSystem));
+  registry.register(createWriteFileTool(fileSystem));
+  registry.register(createEditFileTool(fileSystem));
+  registry.register(createGlobTool(fileSystem));
   return registry;
 }

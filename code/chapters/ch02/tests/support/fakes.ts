@@ -1,11 +1,6 @@
 import type { CommandResult, CommandRunner } from "../../src/core/commands.js";
 import type { AuthorizationRequest, ToolAuthorizer } from "../../src/core/loop.js";
-import {
-  FileNotFoundError,
-  type GlobResult,
-  type ReadPage,
-  type WorkspaceFileSystem,
-} from "../../src/core/workspace-fs.js";
+import { FileNotFoundError, TextNotFoundError, type WorkspaceFileSystem } from "../../src/core/filesystem.js";
 
 /** A command that printed `output` and exited 0: the fields a `CommandResult` leaves unsaid, filled in. */
 export function commandResult(fields: Partial<CommandResult> = {}): CommandResult {
@@ -64,60 +59,76 @@ export class CountingAuthorizer implements ToolAuthorizer {
   }
 }
 
-/** What a `WorkspaceFileSystem` was asked, method name first, in call order. */
+/** What a `WorkspaceFileSystem` was asked, method name first, then its arguments, the workspace first. */
 export type SeenFileCall =
-  | readonly ["readText", string, { offset: number; limit: number }]
-  | readonly ["readWhole", string, number]
-  | readonly ["writeText", string, string]
-  | readonly ["glob", string, number];
+  | readonly ["readFile", string, string, number | undefined]
+  | readonly ["writeFile", string, string, string]
+  | readonly ["editFile", string, string, string, string]
+  | readonly ["globFiles", string, string];
 
 /**
  * A `WorkspaceFileSystem` that touches no disk: files live in a map keyed by the model's own path,
- * `glob` lists every file whatever the pattern, and every call is recorded. Proves the file tools
- * go through the port they were given.
+ * `globFiles` lists every file whatever the pattern, and every call is recorded with the workspace it
+ * was given. `failures` makes any call on a path throw the error set for it, so a test can hand a
+ * tool each domain error without building it on a disk. Proves the file tools go through the port.
  */
 export class FakeFileSystem implements WorkspaceFileSystem {
   readonly calls: SeenFileCall[] = [];
   readonly files: Map<string, string>;
+  readonly failures = new Map<string, Error>();
 
   constructor(files: Record<string, string> = {}) {
     this.files = new Map(Object.entries(files));
   }
 
-  readText(path: string, page: { offset: number; limit: number }): Promise<ReadPage> {
-    this.calls.push(["readText", path, page]);
-    const lines = this.#existing(path).split("\n");
-    if (lines.at(-1) === "") lines.pop();
-    const chosen = lines.slice(page.offset - 1, page.offset - 1 + page.limit);
-    return Promise.resolve({
-      text: chosen.join("\n"),
-      firstLine: page.offset,
-      lineCount: chosen.length,
-      more: page.offset - 1 + page.limit < lines.length,
+  readFile(workspace: string, relativePath: string, limit?: number): Promise<string> {
+    this.calls.push(["readFile", workspace, relativePath, limit]);
+    return this.#attempt(relativePath, () => {
+      const text = this.#existing(relativePath);
+      if (limit === undefined) return text;
+      const lines = text.split("\n");
+      if (lines.at(-1) === "") lines.pop();
+      if (lines.length <= limit) return text;
+      return `${lines.slice(0, limit).join("\n")}\n... (${lines.length - limit} more lines)`;
     });
   }
 
-  readWhole(path: string, maxBytes: number): Promise<string> {
-    this.calls.push(["readWhole", path, maxBytes]);
-    return Promise.resolve(this.#existing(path));
+  writeFile(workspace: string, relativePath: string, content: string): Promise<number> {
+    this.calls.push(["writeFile", workspace, relativePath, content]);
+    return this.#attempt(relativePath, () => {
+      this.files.set(relativePath, content);
+      return Buffer.byteLength(content, "utf8");
+    });
   }
 
-  writeText(path: string, content: string): Promise<{ readonly created: boolean }> {
-    this.calls.push(["writeText", path, content]);
-    const created = !this.files.has(path);
-    this.files.set(path, content);
-    return Promise.resolve({ created });
+  editFile(workspace: string, relativePath: string, oldText: string, newText: string): Promise<void> {
+    this.calls.push(["editFile", workspace, relativePath, oldText, newText]);
+    return this.#attempt(relativePath, () => {
+      const current = this.#existing(relativePath);
+      const at = current.indexOf(oldText);
+      if (at === -1) throw new TextNotFoundError(`Exact text not found in ${relativePath}`);
+      this.files.set(relativePath, current.slice(0, at) + newText + current.slice(at + oldText.length));
+    });
   }
 
-  glob(pattern: string, limit: number): Promise<GlobResult> {
-    this.calls.push(["glob", pattern, limit]);
-    const paths = [...this.files.keys()].sort();
-    return Promise.resolve({ paths: paths.slice(0, limit), capped: paths.length > limit });
+  globFiles(workspace: string, pattern: string): Promise<readonly string[]> {
+    this.calls.push(["globFiles", workspace, pattern]);
+    return this.#attempt(pattern, () => [...this.files.keys()].sort());
   }
 
-  #existing(path: string): string {
-    const text = this.files.get(path);
-    if (text === undefined) throw new FileNotFoundError(`${path} does not exist`);
+  #attempt<T>(key: string, operation: () => T): Promise<T> {
+    try {
+      const failure = this.failures.get(key);
+      if (failure !== undefined) throw failure;
+      return Promise.resolve(operation());
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  #existing(relativePath: string): string {
+    const text = this.files.get(relativePath);
+    if (text === undefined) throw new FileNotFoundError(`File not found: ${relativePath}`);
     return text;
   }
 }

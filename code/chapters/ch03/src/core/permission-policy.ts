@@ -66,7 +66,7 @@ export class PermissionPolicy {
     try {
       // Fail closed: only a real `true` is inside; a JavaScript boundary answering "yes" is not.
       // eslint-disable-next-line @typescript-eslint/no-unnecessary-boolean-literal-compare
-      if ((await boundary.isInsideWorkspace(path)) === true) return [];
+      if ((await boundary.isPathWithinWorkspace(request.context.workspace, path)) === true) return [];
       return [new PermissionDecision("deny", "Writing outside the workspace is forbidden", "workspace-boundary")];
     } catch {
       return [new PermissionDecision("deny", "Write path could not be resolved safely", "workspace-boundary")];

@@ -119,7 +119,7 @@ export interface AuditSink {
 
 /** The hard workspace boundary for writes: `false` outside; throws when it cannot tell. */
 export interface WorkspaceWriteBoundary {
-  isInsideWorkspace(path: string): boolean | Promise<boolean>;
+  isPathWithinWorkspace(workspace: string, relativePath: string): Promise<boolean>;
 }
 
 function isValidPrepared(prepared: unknown): prepared is ValidToolCall {

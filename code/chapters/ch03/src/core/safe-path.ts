@@ -1,4 +1,4 @@
-import { WorkspacePathError } from "./workspace-fs.js";
+import { WorkspacePathError } from "./filesystem.js";
 
 /** What `resolveInWorkspace` needs to know about the disk; the Node adapter answers with real calls. */
 export interface PathProbe {
@@ -11,6 +11,7 @@ export interface PathProbe {
 
 const MAX_PATH_CHARS = 4096;
 const MAX_SEGMENT_CHARS = 255;
+const MAX_SHOWN_CHARS = 200;
 const RESERVED = /^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i;
 // C0, DEL and C1: no file name needs them, and a terminal showing the name would obey them.
 // eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
@@ -18,31 +19,24 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const WINDOWS_ILLEGAL = /[<>:"|?*]/;
 
 /**
- * Splits a model-supplied relative path into normalised segments, applying every rule that needs
- * no disk: no absolute, drive or UNC forms, no control or Windows-illegal characters, no device
- * names, no segment ending in a dot or space, and no `..` above the workspace. Same on every platform.
+ * Splits a model-supplied relative path into segments, applying every rule that needs no disk: no
+ * absolute, drive or UNC forms, no `..` anywhere (even where it would land back inside), no control
+ * or Windows-illegal characters, no device names, no segment ending in a dot or space. Same on every
+ * platform, so a path that is refused on Windows is refused everywhere.
  */
 export function workspaceSegments(relative: string): string[] {
-  if (relative.length > MAX_PATH_CHARS) throw invalid(`path is longer than ${MAX_PATH_CHARS} characters`);
-  if (CONTROL.test(relative)) throw invalid("path contains a control character");
-  if (/^[\\/]/.test(relative) || /^[A-Za-z]:/.test(relative)) {
-    throw new WorkspacePathError("escape", `absolute paths are not allowed: ${JSON.stringify(relative)}`);
-  }
+  if (relative === "" || relative.length > MAX_PATH_CHARS || CONTROL.test(relative)) throw escapes(relative);
+  if (/^[\\/]/.test(relative) || /^[A-Za-z]:/.test(relative)) throw escapes(relative);
   const segments: string[] = [];
   for (const segment of relative.split(/[\\/]+/)) {
     if (segment === "" || segment === ".") continue;
-    if (segment === "..") {
-      if (segments.pop() === undefined) {
-        throw new WorkspacePathError("escape", `path leaves the workspace: ${JSON.stringify(relative)}`);
-      }
-      continue;
-    }
-    if (segment.length > MAX_SEGMENT_CHARS)
-      throw invalid(`a path segment is longer than ${MAX_SEGMENT_CHARS} characters`);
-    if (WINDOWS_ILLEGAL.test(segment))
-      throw invalid(`path contains a character not allowed on Windows: ${JSON.stringify(segment)}`);
-    if (RESERVED.test(segment)) throw invalid(`path uses a reserved device name: ${JSON.stringify(segment)}`);
-    if (/[. ]$/.test(segment)) throw invalid(`a path segment ends in a dot or a space: ${JSON.stringify(segment)}`);
+    const unusable =
+      segment === ".." ||
+      segment.length > MAX_SEGMENT_CHARS ||
+      WINDOWS_ILLEGAL.test(segment) ||
+      RESERVED.test(segment) ||
+      /[. ]$/.test(segment);
+    if (unusable) throw escapes(relative);
     segments.push(segment);
   }
   return segments;
@@ -68,14 +62,13 @@ export function resolveInWorkspace(workspace: string, relative: string, probe: P
       // Only asked when realpath fails, so a path that exists costs one call: nothing there means look one level up.
       if (!probe.exists(existing)) continue;
       // A link whose target is missing: writing through it would create the target, wherever it is.
-      throw new WorkspacePathError("escape", `path goes through a broken link: ${JSON.stringify(relative)}`);
+      throw escapes(relative);
     }
-    if (!isInside(workspace, real, probe.separator)) {
-      throw new WorkspacePathError("escape", `path resolves outside the workspace: ${JSON.stringify(relative)}`);
-    }
+    if (!isInside(workspace, real, probe.separator)) throw escapes(relative);
     return join(real, segments.slice(depth));
   }
-  throw new WorkspacePathError("escape", "the workspace folder itself does not exist");
+  // Not even the workspace folder is there: nothing can be inside it.
+  throw escapes(relative);
 }
 
 export function isInside(root: string, candidate: string, separator: string): boolean {
@@ -83,6 +76,16 @@ export function isInside(root: string, candidate: string, separator: string): bo
   return candidate === root || candidate.startsWith(base);
 }
 
-function invalid(message: string): WorkspacePathError {
-  return new WorkspacePathError("invalid", message);
+/** A model-supplied path or pattern as messages quote it: cut short, so a huge one cannot flood the context. */
+export function shownPath(text: string): string {
+  if (text.length <= MAX_SHOWN_CHARS) return text;
+  // Never cut a surrogate pair in half: the message stays well-formed Unicode.
+  const high = text.charCodeAt(MAX_SHOWN_CHARS - 1);
+  const cut = high >= 0xd800 && high <= 0xdbff ? MAX_SHOWN_CHARS - 1 : MAX_SHOWN_CHARS;
+  return `${text.slice(0, cut)}…`;
+}
+
+/** Every rule of the workspace is one answer to the model: the path is not a place inside it. */
+export function escapes(relative: string): WorkspacePathError {
+  return new WorkspacePathError(`Path escapes workspace: ${shownPath(relative)}`);
 }
