@@ -1,0 +1,88 @@
+// The chapter guides state test counts; this checks each one against what vitest really collects, so a
+// guide cannot go on claiming a number after the tests changed. Usage: `npm run verify:guides` (part of
+// `npm test`). It checks two forms in chapters/chNN.md:
+//   - the sentence "书中 X 个测试，本仓库 N 个": N must be the chapter's whole gate;
+//   - in a table whose second column is headed 个数, a row whose first cell names test files (`a.test.ts`,
+//     `b.test.ts`): its number must be those files' tests added up. Other tables (say, how many tests an
+//     experiment turns red) are not counts of the gate and are left alone.
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** Tests per file of one chapter's gate, as `vitest list` names the files (`tests/x.test.ts`). */
+export type TestCounts = ReadonlyMap<string, number>;
+
+const TOTAL = /本仓库\s*(\d+)\s*个/g;
+const ROW = /^\|([^|]*)\|\s*(\d+)\s*\|/;
+const TEST_FILE = /`([\w./-]+\.test\.ts)`/g;
+
+/** Every count in `guide` that disagrees with `counts`; empty when all agree. */
+export function guideProblems(guideName: string, guide: string, counts: TestCounts): string[] {
+  const total = [...counts.values()].reduce((sum, count) => sum + count, 0);
+  const problems: string[] = [];
+  for (const match of guide.matchAll(TOTAL)) {
+    if (Number(match[1]) !== total) problems.push(`${guideName}: says 本仓库 ${match[1]} 个, the gate has ${total}`);
+  }
+  let header: string | undefined;
+  guide.split("\n").forEach((line, index) => {
+    if (!line.startsWith("|")) {
+      header = undefined;
+      return;
+    }
+    header ??= line;
+    const row = ROW.exec(line);
+    // A gate table has 个数 in its second column; an experiment's table of tests turned red (变红) is no count of the gate.
+    if (row === null || !(header.split("|")[2] ?? "").includes("个数") || header.includes("变红")) return;
+    const files = [...(row[1] as string).matchAll(TEST_FILE)].map((file) => file[1] as string);
+    if (files.length === 0) return;
+    const missing = files.filter((file) => !counts.has(`tests/${file}`));
+    if (missing.length > 0) {
+      problems.push(`${guideName}:${index + 1}: names ${missing.join(", ")}, which the gate does not have`);
+      return;
+    }
+    const sum = files.reduce((acc, file) => acc + (counts.get(`tests/${file}`) ?? 0), 0);
+    if (Number(row[2]) !== sum) {
+      problems.push(`${guideName}:${index + 1}: says ${row[2]} for ${files.join(", ")}, the gate has ${sum}`);
+    }
+  });
+  return problems;
+}
+
+/** `vitest list` for one project, counted per file. */
+export function countTests(repo: string, project: string): TestCounts {
+  const output = execFileSync(process.execPath, [vitestBin(repo), "list", "--project", project], {
+    cwd: repo,
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const counts = new Map<string, number>();
+  for (const line of output.split("\n")) {
+    const file = /^\[[\w-]+\] (\S+\.test\.ts) > /.exec(line)?.[1];
+    if (file !== undefined) counts.set(file, (counts.get(file) ?? 0) + 1);
+  }
+  return counts;
+}
+
+function vitestBin(repo: string): string {
+  return join(repo, "node_modules", "vitest", "vitest.mjs");
+}
+
+function main(): void {
+  const repo = fileURLToPath(new URL("../", import.meta.url));
+  const guides = readdirSync(join(repo, "chapters")).filter((name) => /^ch\d\d\.md$/.test(name));
+  const problems = guides.flatMap((name) =>
+    guideProblems(
+      `chapters/${name}`,
+      readFileSync(join(repo, "chapters", name), "utf8"),
+      countTests(repo, name.slice(0, 4)),
+    ),
+  );
+  if (problems.length > 0) {
+    console.error(`Guides state counts the tests do not have:\n- ${problems.join("\n- ")}`);
+    process.exit(1);
+  }
+  console.log(`Guides' test counts match the gates (${guides.join(", ")}).`);
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) main();
