@@ -147,6 +147,12 @@ describe("runCli arguments", () => {
   it.each<[string, string[], string]>([
     ["an unknown flag", [...RUN, "--prompt", "hi", "--bogus"], "运行失败: Unknown argument: --bogus"],
     ["a stray word", [...RUN, "--prompt", "hi", "stray"], "运行失败: Unknown argument: stray"],
+    [
+      "a word that names a property of every object",
+      [...RUN, "--prompt", "hi", "constructor"],
+      "运行失败: Unknown argument: constructor",
+    ],
+    ["__proto__", [...RUN, "--prompt", "hi", "__proto__"], "运行失败: Unknown argument: __proto__"],
     ["no --chapter", ["run", "--prompt", "hi"], "运行失败: Both --chapter and --prompt are required"],
     ["no --prompt", [...RUN], "运行失败: Both --chapter and --prompt are required"],
     ["no command at all", [], "运行失败: Expected command: run"],

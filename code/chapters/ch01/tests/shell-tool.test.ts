@@ -318,6 +318,15 @@ describe("OutputBuffer", () => {
     expect(buffer.text()).toBe("abcdefghij");
   });
 
+  it("decodes stdout and stderr apart: a character split in one pipe survives a chunk of the other in between", () => {
+    const buffer = new OutputBuffer(100);
+    const ni = Buffer.from("你", "utf8");
+    buffer.push(ni.subarray(0, 1), "stdout");
+    buffer.push(Buffer.from("err\n"), "stderr");
+    buffer.push(ni.subarray(1), "stdout");
+    expect(buffer.text()).toBe("err\n你");
+  });
+
   it("keeps the first maxChars characters and drops the rest", () => {
     const buffer = new OutputBuffer(10);
     for (const piece of ["abcdefgh", "ijklmnop", "qrstuvwxyz"]) buffer.push(Buffer.from(piece));

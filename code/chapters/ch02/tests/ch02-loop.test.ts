@@ -8,7 +8,7 @@ import type { CommandRunner } from "../src/core/commands.js";
 import { SHELL_APPROVAL_REASON } from "../src/core/loop.js";
 import { assistantMessage, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import { P02 } from "../src/core/profiles.js";
-import type { OpenAITool } from "../src/core/tools.js";
+import type { OpenAIToolSchema } from "../src/core/model.js";
 import type { WorkspaceFileSystem } from "../src/core/filesystem.js";
 import {
   apiError,
@@ -27,7 +27,7 @@ type WireMessage = ReturnType<typeof toOpenAIMessage>;
 interface WireRequest {
   readonly model: string;
   readonly messages: WireMessage[];
-  readonly tools?: OpenAITool[];
+  readonly tools?: OpenAIToolSchema[];
 }
 
 let root: string;

@@ -17,7 +17,7 @@ import {
 } from "../src/core/messages.js";
 import type { ModelRequest } from "../src/core/model.js";
 import { P01 } from "../src/core/profiles.js";
-import type { OpenAITool } from "../src/core/tools.js";
+import type { OpenAIToolSchema } from "../src/core/model.js";
 import { commandResult, CountingAuthorizer, FakeCommandRunner } from "./support/fakes.js";
 import {
   apiError,
@@ -30,7 +30,7 @@ import {
 const MODEL = "test-model";
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
 
-const shellTool: OpenAITool = {
+const shellTool: OpenAIToolSchema = {
   type: "function",
   function: {
     name: "shell",
@@ -72,7 +72,7 @@ function modelFor(loopback: LoopbackOpenAI, options: { timeoutMs?: number; model
   });
 }
 
-const ask = (tools: readonly OpenAITool[] = [shellTool]): ModelRequest => ({ messages: conversation, tools });
+const ask = (tools: readonly OpenAIToolSchema[] = [shellTool]): ModelRequest => ({ messages: conversation, tools });
 
 /** The error a promise rejects with; fails the test if it resolves. */
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
@@ -359,6 +359,13 @@ describe("OpenAIChatModel against a loopback OpenAI-compatible server", () => {
     );
     expect((await model.complete(ask())).message).toStrictEqual(assistantMessage("Here it is."));
     expect((await model.complete(ask())).message).toStrictEqual(assistantMessage(null, [toolCall("a", "shell", "{}")]));
+  });
+
+  it("cuts a provider's long error body to 300 characters and says how much is left out", async () => {
+    const { model } = await setUp({ json: apiError("x".repeat(2_000)), status: 500 });
+    const error = await modelCallError(model.complete(ask()));
+    // The SDK puts the status in front of the body: "500 xxx…".
+    expect(error.message).toBe(`The model provider answered HTTP 500: 500 ${"x".repeat(296)}… (1704 more characters)`);
   });
 
   describe("reports a failed call as a ModelCallError naming the cause", () => {

@@ -44,9 +44,10 @@ export function parseCliArgs(argv: readonly string[]): CliOptions {
   for (let index = 0; index < argv.length; index += 1) {
     const arg = argv[index] as string;
     const [name, inline] = splitInline(arg);
-    if (name in FLAGS && inline === undefined) {
+    // Own keys only: `constructor` or `__proto__` must be an unknown argument, not a flag.
+    if (Object.hasOwn(FLAGS, name) && inline === undefined) {
       flags[FLAGS[name as keyof typeof FLAGS]] = true;
-    } else if (name in VALUE_OPTIONS) {
+    } else if (Object.hasOwn(VALUE_OPTIONS, name)) {
       const key = VALUE_OPTIONS[name as keyof typeof VALUE_OPTIONS];
       const value = inline ?? argv[(index += 1)];
       if (value === undefined) throw new ArgumentError(`Missing value for ${name}`);

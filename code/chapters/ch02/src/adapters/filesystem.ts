@@ -3,6 +3,7 @@ import { dirname, join, sep } from "node:path";
 import fg from "fast-glob";
 import {
   FileSystemOperationError,
+  GLOB_RESULT_LIMIT,
   InvalidFilePathError,
   InvalidUtf8Error,
   TextNotFoundError,
@@ -18,7 +19,7 @@ export const MAX_FILE_BYTES = 10 * 1024 * 1024;
 /** Longer glob patterns are refused: matching time grows with the pattern, and no real one is this long. */
 export const MAX_GLOB_PATTERN_CHARS = 1_000;
 /** `globFiles` stops one past this, so the tool can say that more exist without holding them all. */
-export const MAX_GLOB_RESULTS = 1_000;
+export const MAX_GLOB_RESULTS = GLOB_RESULT_LIMIT;
 
 const nodeProbe: PathProbe = {
   separator: sep === "\\" ? "\\" : "/",
@@ -127,7 +128,16 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
       if (size > MAX_FILE_BYTES) {
         throw new FileSystemOperationError(`the file is ${size} bytes; at most ${MAX_FILE_BYTES} are read`);
       }
-      bytes = await handle.readFile();
+      // At most one byte past the cap, whatever the size said: a file growing meanwhile cannot get past it.
+      const buffer = Buffer.alloc(Math.min(size, MAX_FILE_BYTES) + 1);
+      let filled = 0;
+      for (let read = -1; read !== 0 && filled < buffer.length; filled += read) {
+        ({ bytesRead: read } = await handle.read(buffer, filled, buffer.length - filled, filled));
+      }
+      if (filled > MAX_FILE_BYTES) {
+        throw new FileSystemOperationError(`the file grew past ${MAX_FILE_BYTES} bytes while it was read`);
+      }
+      bytes = buffer.subarray(0, filled);
     } finally {
       await handle.close();
     }
@@ -166,14 +176,19 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
   }
 }
 
-/** Whether a workspace-relative folder is reached without passing through any symlink or junction. */
+/**
+ * Whether a workspace-relative folder is reached without passing through any symlink or junction.
+ * Each level is asked with lstat (junctions are links to it too), not by comparing real paths: on a
+ * case-insensitive disk `Src/a.ts` names `src/a.ts`, and a spelling must not decide.
+ */
 function isLinkFreeFolder(root: string, folder: string, cache: Map<string, boolean>): boolean {
   if (folder === ".") return true;
   let answer = cache.get(folder);
   if (answer === undefined) {
-    const lexical = join(root, folder);
+    const parent = dirname(folder);
     try {
-      answer = realpathSync.native(lexical) === lexical;
+      const info = lstatSync(join(root, folder));
+      answer = info.isDirectory() && !info.isSymbolicLink() && isLinkFreeFolder(root, parent, cache);
     } catch {
       answer = false;
     }

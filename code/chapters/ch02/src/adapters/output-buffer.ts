@@ -1,11 +1,17 @@
 import { StringDecoder } from "node:string_decoder";
 
+/** Which pipe a chunk came from: each has its own decoder, so a character split in one is not garbled by the other. */
+export type OutputStream = "stdout" | "stderr";
+
 /**
- * Keeps the first `maxChars` characters of a UTF-8 byte stream and drops the rest as it arrives:
- * a command that prints a gigabyte costs `maxChars` of memory, not a gigabyte.
+ * Keeps the first `maxChars` characters of two UTF-8 byte streams, merged in arrival order, and drops
+ * the rest as it arrives: a command that prints a gigabyte costs `maxChars` of memory, not a gigabyte.
  */
 export class OutputBuffer {
-  readonly #decoder = new StringDecoder("utf8");
+  readonly #decoders: Record<OutputStream, StringDecoder> = {
+    stdout: new StringDecoder("utf8"),
+    stderr: new StringDecoder("utf8"),
+  };
   #text = "";
   #truncated = false;
 
@@ -16,14 +22,15 @@ export class OutputBuffer {
     return this.#truncated;
   }
 
-  push(chunk: Buffer): void {
+  push(chunk: Buffer, stream: OutputStream = "stdout"): void {
     if (this.#truncated) return;
-    this.#append(this.#decoder.write(chunk));
+    this.#append(this.#decoders[stream].write(chunk));
   }
 
-  /** What was kept; call once the stream has ended. */
+  /** What was kept; call once both streams have ended. */
   text(): string {
-    if (!this.#truncated) this.#append(this.#decoder.end());
+    if (!this.#truncated) this.#append(this.#decoders.stdout.end());
+    if (!this.#truncated) this.#append(this.#decoders.stderr.end());
     return this.#text;
   }
 

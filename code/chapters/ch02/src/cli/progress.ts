@@ -12,7 +12,8 @@ export function progressListener(terminal: Terminal): (event: AgentEvent) => voi
         terminal.status(`等待模型回复 (第 ${event.turn} 轮)…`);
         return;
       case "tool_call":
-        terminal.line(`→ ${visible(event.call.name)} ${visible(shorten(event.call.arguments))}`);
+        // Escape first, then shorten: escapes must not make a line longer than the cap.
+        terminal.line(`→ ${shorten(visible(event.call.name))} ${shorten(visible(event.call.arguments))}`);
         return;
       case "tool_result": {
         const { result } = event;

@@ -1,10 +1,19 @@
 import type { AssistantMessage, ChatMessage } from "./messages.js";
-import type { OpenAITool } from "./tools.js";
+
+/** A tool as the model sees it in the request's `tools` array: made by `ToolRegistry.openAITools()`. */
+export interface OpenAIToolSchema {
+  readonly type: "function";
+  readonly function: {
+    readonly name: string;
+    readonly description: string;
+    readonly parameters: Readonly<Record<string, unknown>>;
+  };
+}
 
 /** One request: the system prompt first, then the history, and the tools of this turn's snapshot. */
 export interface ModelRequest {
   readonly messages: readonly ChatMessage[];
-  readonly tools: readonly OpenAITool[];
+  readonly tools: readonly OpenAIToolSchema[];
 }
 
 /**

@@ -72,7 +72,7 @@ function describeFailure(error: unknown, model: string): string {
     return "The model request timed out; check OPENAI_BASE_URL and the provider's status";
   }
   if (error instanceof OpenAI.APIConnectionError) {
-    return `Could not reach the model provider: ${error.message}`;
+    return `Could not reach the model provider: ${capped(error.message)}`;
   }
   if (error instanceof OpenAI.APIError) {
     const hint =
@@ -83,7 +83,12 @@ function describeFailure(error: unknown, model: string): string {
           : error.status === 429
             ? " (rate limited; wait and retry)"
             : "";
-    return `The model provider answered HTTP ${error.status ?? "error"}${hint}: ${error.message}`;
+    return `The model provider answered HTTP ${error.status ?? "error"}${hint}: ${capped(error.message)}`;
   }
-  return `The model request failed: ${error instanceof Error ? error.message : String(error)}`;
+  return `The model request failed: ${capped(error instanceof Error ? error.message : String(error))}`;
+}
+
+/** A provider's error body can be a whole HTML page: one line's worth tells the reader enough. */
+function capped(text: string): string {
+  return text.length <= 300 ? text : `${text.slice(0, 300)}… (${text.length - 300} more characters)`;
 }

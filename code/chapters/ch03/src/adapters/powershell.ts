@@ -70,13 +70,13 @@ export class PowerShellRunner implements CommandRunner {
           truncated: output.truncated,
         });
       };
-      const onData = (chunk: Buffer): void => output.push(chunk);
+
       const timer = setTimeout(() => {
         timedOut = true;
         killTree(child);
       }, timeoutMs);
-      child.stdout.on("data", onData);
-      child.stderr.on("data", onData);
+      child.stdout.on("data", (chunk: Buffer) => output.push(chunk, "stdout"));
+      child.stderr.on("data", (chunk: Buffer) => output.push(chunk, "stderr"));
       child.once("error", (error) => {
         if (settled || child.pid !== undefined) return;
         settled = true;

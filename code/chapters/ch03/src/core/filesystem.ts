@@ -14,6 +14,9 @@ export interface WorkspaceFileSystem {
   globFiles(workspace: string, pattern: string): Promise<readonly string[]>;
 }
 
+/** How many matches `glob` shows; `globFiles` returns at most one more, which says that more exist. */
+export const GLOB_RESULT_LIMIT = 1_000;
+
 /** The path is not a workspace-relative path the workspace can hold: it escapes, or names no ordinary file. */
 export class WorkspacePathError extends Error {
   override readonly name = "WorkspacePathError";

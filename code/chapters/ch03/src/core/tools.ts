@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { ToolCall } from "./messages.js";
+import type { OpenAIToolSchema } from "./model.js";
 
 /**
  * What a tool call gives back to the model. Failures the model can act on are values with a
@@ -86,16 +87,6 @@ export interface InvalidToolCall {
 
 export type PreparedToolCall = ValidToolCall | InvalidToolCall;
 
-/** A tool as the model sees it in the request's `tools` array. */
-export interface OpenAITool {
-  readonly type: "function";
-  readonly function: {
-    readonly name: string;
-    readonly description: string;
-    readonly parameters: Readonly<Record<string, unknown>>;
-  };
-}
-
 const NAME = /^[A-Za-z0-9_]+$/;
 
 /**
@@ -166,7 +157,7 @@ export class ToolRegistry {
   }
 
   /** What the model is shown: name, description, JSON Schema; never the handler or the effect. */
-  openAITools(): readonly OpenAITool[] {
+  openAITools(): readonly OpenAIToolSchema[] {
     // Frozen all the way down: a model client cannot change what the next turn shows the model.
     return Object.freeze(
       [...this.#tools.values()].map((tool) =>

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { CommandResult, CommandRunner } from "../core/commands.js";
 import { ToolRegistry, toolError, toolSuccess } from "../core/tools.js";
 import type { ToolDefinition, ToolResult } from "../core/tools.js";
-import type { WorkspaceFileSystem } from "../core/filesystem.js";
+import { GLOB_RESULT_LIMIT, type WorkspaceFileSystem } from "../core/filesystem.js";
 import { shownPath } from "../core/safe-path.js";
 import { withFileErrors } from "./file-errors.js";
 
@@ -67,9 +67,6 @@ export const editFileInputSchema = z.strictObject({
 export const globInputSchema = z.strictObject({
   pattern: z.string().min(1).describe("Workspace-relative glob pattern, for example **/*.ts."),
 });
-
-/** The matches `glob` shows; the file system finds at most one more, which says that more exist. */
-export const GLOB_SHOWN = 1_000;
 
 export function createReadFileTool(
   fileSystem: WorkspaceFileSystem,
@@ -138,9 +135,11 @@ export function createGlobTool(fileSystem: WorkspaceFileSystem): ToolDefinition<
       withFileErrors(`Could not list files: ${shownPath(pattern)}`, async () => {
         const paths = await fileSystem.globFiles(context.workspace, pattern);
         if (paths.length === 0) return toolSuccess("(no matches)");
-        const shown = paths.slice(0, GLOB_SHOWN).join("\n");
+        const shown = paths.slice(0, GLOB_RESULT_LIMIT).join("\n");
         return toolSuccess(
-          paths.length > GLOB_SHOWN ? `${shown}\n[first ${GLOB_SHOWN} matches shown; narrow the pattern]` : shown,
+          paths.length > GLOB_RESULT_LIMIT
+            ? `${shown}\n[first ${GLOB_RESULT_LIMIT} matches shown; narrow the pattern]`
+            : shown,
         );
       }),
   };
