@@ -47,7 +47,7 @@ describe("layering", () => {
 
   it("the layering check sees the imports it checks", () => {
     expect(importsOf(join(src, "core", "loop.ts"))).toContain("./messages.js");
-    expect(importsOf(join(src, "core", "tools.ts"))).toEqual(["zod", "./messages.js"]);
+    expect(importsOf(join(src, "core", "tools.ts"))).toEqual(["zod", "./messages.js", "./model.js"]);
     expect(importsOf(join(src, "adapters", "openai-chat.ts"))).toContain("openai");
   });
 
