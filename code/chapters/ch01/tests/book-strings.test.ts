@@ -26,6 +26,7 @@ import { commandResult, CountingAuthorizer, FakeCommandRunner, unstartableRunner
 import { completion, startLoopbackOpenAI, type LoopbackOpenAI, type LoopbackReply } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
 import { Sink } from "./support/sink.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 const folders: string[] = [];
 const servers: LoopbackOpenAI[] = [];
@@ -134,22 +135,7 @@ describe("the book's chapter 1 strings", () => {
 
   it("shell tool: the model is offered the book's description and schema", async () => {
     const requests = await requestsForOneCall(new FakeCommandRunner());
-    expect(requests[0]?.tools).toStrictEqual([
-      {
-        type: "function",
-        function: {
-          name: "shell",
-          description: "Run a PowerShell command in the current workspace.",
-          parameters: {
-            $schema: "https://json-schema.org/draft/2020-12/schema",
-            type: "object",
-            properties: { command: { type: "string", minLength: 1 } },
-            required: ["command"],
-            additionalProperties: false,
-          },
-        },
-      },
-    ]);
+    expect(requests[0]?.tools).toStrictEqual([SHELL_TOOL]);
   });
 
   it("messages: internal fields toolCalls and toolCallId", () => {

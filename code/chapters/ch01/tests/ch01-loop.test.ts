@@ -27,24 +27,11 @@ import { P01 } from "../src/core/profiles.js";
 import { ToolRegistry, toolSuccess, type ToolContext, type ToolDefinition } from "../src/core/tools.js";
 import { commandResult, CountingAuthorizer, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 const REASON = "PowerShell command execution requires explicit approval.";
 const DENIED = "Error [permission_denied]: The user did not approve this tool call";
 const FAILED_CLOSED = "Error [permission_denied]: Tool approval failed closed";
-const SHELL_TOOL = {
-  type: "function",
-  function: {
-    name: "shell",
-    description: "Run a PowerShell command in the current workspace.",
-    parameters: {
-      $schema: "https://json-schema.org/draft/2020-12/schema",
-      type: "object",
-      properties: { command: { type: "string", minLength: 1 } },
-      required: ["command"],
-      additionalProperties: false,
-    },
-  },
-};
 
 let workspace: string;
 beforeEach(async () => {

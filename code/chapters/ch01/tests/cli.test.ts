@@ -15,6 +15,7 @@ import type { AuthorizationRequest } from "../src/core/loop.js";
 import { apiError, completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
 import { powershell } from "./support/powershell.js";
 import { Sink } from "./support/sink.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 /** What `src/chapters/ch01.ts` puts in front of the reader's arguments. */
 const RUN = ["run", "--chapter", "1"];
@@ -26,21 +27,6 @@ const REASON = "PowerShell command execution requires explicit approval.";
 const askLines = (command: string): string =>
   [`工具调用需要批准: shell`, `原因: ${REASON}`, `参数: {"command":"${command}"}`, "允许本次调用? [y/N] "].join("\n");
 const MISSING_ALL = "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n";
-
-const SHELL_TOOL = {
-  type: "function",
-  function: {
-    name: "shell",
-    description: "Run a PowerShell command in the current workspace.",
-    parameters: {
-      $schema: "https://json-schema.org/draft/2020-12/schema",
-      type: "object",
-      properties: { command: { type: "string", minLength: 1 } },
-      required: ["command"],
-      additionalProperties: false,
-    },
-  },
-};
 
 const lines = (text: string): string[] => text.split("\n").filter((line) => line !== "");
 

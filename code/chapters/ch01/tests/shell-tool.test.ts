@@ -12,6 +12,7 @@ import { ToolRegistry, type ToolContext, type ToolResult } from "../src/core/too
 import { createChapterOneTools, createShellTool, shellInputSchema } from "../src/features/builtin-tools.js";
 import { commandResult, FakeCommandRunner, unstartableRunner } from "./support/fakes.js";
 import { powershell } from "./support/powershell.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 let workspace: string;
 beforeAll(async () => {
@@ -61,22 +62,7 @@ describe("the shell tool", () => {
   });
 
   it("shows the model a JSON Schema that keeps $schema, minLength: 1 and additionalProperties: false", () => {
-    expect(createChapterOneTools(new FakeCommandRunner()).openAITools()).toStrictEqual([
-      {
-        type: "function",
-        function: {
-          name: "shell",
-          description: "Run a PowerShell command in the current workspace.",
-          parameters: {
-            $schema: "https://json-schema.org/draft/2020-12/schema",
-            type: "object",
-            properties: { command: { type: "string", minLength: 1 } },
-            required: ["command"],
-            additionalProperties: false,
-          },
-        },
-      },
-    ]);
+    expect(createChapterOneTools(new FakeCommandRunner()).openAITools()).toStrictEqual([SHELL_TOOL]);
   });
 
   it("hands the runner the command and the workspace, once", async () => {

@@ -19,6 +19,7 @@ import {
 } from "./support/loopback-openai.js";
 import { CountingAuthorizer, FakeCommandRunner, FakeFileSystem } from "./support/fakes.js";
 import { FILE_TOOLS } from "./support/file-tools.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 /** A message as Chat Completions carries it on the wire: snake_case, tool calls under `tool_calls`. */
 type WireMessage = ReturnType<typeof toOpenAIMessage>;
@@ -102,20 +103,6 @@ function expectedRequests(history: readonly ChatMessage[]): WireMessage[][] {
 
 const ESCAPE_MESSAGE = "Error [path_escape]: Path escapes workspace: ../outside.txt";
 const SUMMARY = "One source file: src/app.ts.\n";
-const SHELL_TOOL = {
-  type: "function",
-  function: {
-    name: "shell",
-    description: "Run a PowerShell command in the current workspace.",
-    parameters: {
-      $schema: "https://json-schema.org/draft/2020-12/schema",
-      type: "object",
-      properties: { command: { type: "string", minLength: 1 } },
-      required: ["command"],
-      additionalProperties: false,
-    },
-  },
-};
 
 describe("the chapter 2 loop over the real OpenAI SDK and a loopback server", () => {
   it("refuses a write outside, writes inside without asking, reads and globs, and pairs every result", async () => {

@@ -16,6 +16,7 @@ import { apiError, completion, startLoopbackOpenAI, type LoopbackOpenAI } from "
 import { powershell } from "./support/powershell.js";
 import { FILE_TOOLS } from "./support/file-tools.js";
 import { Sink } from "./support/sink.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 /** What `src/chapters/ch02.ts` puts in front of the reader's arguments. */
 const RUN = ["run", "--chapter", "2"];
@@ -27,21 +28,6 @@ const REASON = "PowerShell command execution requires explicit approval.";
 const askLines = (command: string): string =>
   [`工具调用需要批准: shell`, `原因: ${REASON}`, `参数: {"command":"${command}"}`, "允许本次调用? [y/N] "].join("\n");
 const MISSING_ALL = "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n";
-
-const SHELL_TOOL = {
-  type: "function",
-  function: {
-    name: "shell",
-    description: "Run a PowerShell command in the current workspace.",
-    parameters: {
-      $schema: "https://json-schema.org/draft/2020-12/schema",
-      type: "object",
-      properties: { command: { type: "string", minLength: 1 } },
-      required: ["command"],
-      additionalProperties: false,
-    },
-  },
-};
 
 /** Chapter 2 offers chapter 1's shell, then the four file tools. */
 const TOOLS = [SHELL_TOOL, ...FILE_TOOLS];

@@ -28,26 +28,13 @@ import { P01 } from "../src/core/profiles.js";
 import { ToolRegistry, toolSuccess, type ToolContext, type ToolDefinition } from "../src/core/tools.js";
 import { commandResult, CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 // From chapter 3 the permission policy asks about the shell, with its own reason and fail-closed answers.
 const REASON = "Shell execution requires approval";
 const DENIED = "Error [permission_denied]: The user did not approve this tool call";
 const INVALID = "Error [permission_denied]: Approval provider returned an invalid answer";
 const FAILED_CLOSED = "Error [permission_denied]: Approval failed";
-const SHELL_TOOL = {
-  type: "function",
-  function: {
-    name: "shell",
-    description: "Run a PowerShell command in the current workspace.",
-    parameters: {
-      $schema: "https://json-schema.org/draft/2020-12/schema",
-      type: "object",
-      properties: { command: { type: "string", minLength: 1 } },
-      required: ["command"],
-      additionalProperties: false,
-    },
-  },
-};
 
 let workspace: string;
 beforeEach(async () => {

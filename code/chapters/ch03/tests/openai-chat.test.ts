@@ -26,6 +26,7 @@ import {
   type LoopbackOpenAI,
   type LoopbackReply,
 } from "./support/loopback-openai.js";
+import { SHELL_TOOL } from "./support/shell-tool.js";
 
 const MODEL = "test-model";
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
@@ -471,22 +472,7 @@ describe("the book's two-turn exchange, through buildAgent, the SDK and the loop
       content: "You are a coding agent. Use tools when needed, inspect their results, and answer accurately.",
     };
     const user = { role: "user", content: "运行 Write-Output 42，并告诉我结果" };
-    const tools = [
-      {
-        type: "function",
-        function: {
-          name: "shell",
-          description: "Run a PowerShell command in the current workspace.",
-          parameters: {
-            $schema: "https://json-schema.org/draft/2020-12/schema",
-            type: "object",
-            properties: { command: { type: "string", minLength: 1 } },
-            required: ["command"],
-            additionalProperties: false,
-          },
-        },
-      },
-    ];
+    const tools = [SHELL_TOOL];
     expect(loopback.requests).toStrictEqual([
       { model: "gpt-4.1", messages: [system, user], tools },
       {
