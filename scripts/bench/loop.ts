@@ -48,7 +48,7 @@ export async function benchLoop(options: { readonly runs: number }): Promise<{ r
       buildAgent(P03, {
         model,
         workspace,
-        approvalProvider: { requestApproval: () => Promise.resolve(allow) },
+        approvalProvider: { decide: () => Promise.resolve(allow) },
         auditSink: { record: () => undefined },
         maxTurns: TURNS,
         onEvent: (event) => {

@@ -3,10 +3,13 @@ import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { NodeWorkspaceFileSystem } from "../../code/chapters/ch03/src/adapters/filesystem.js";
-import { P03_RULES } from "../../code/chapters/ch03/src/bootstrap.js";
 import type { CommandRunner } from "../../code/chapters/ch03/src/core/commands.js";
-import { PermissionPolicy } from "../../code/chapters/ch03/src/core/permission-policy.js";
-import { PermissionDecision, PermissionRequest } from "../../code/chapters/ch03/src/core/permissions.js";
+import {
+  PermissionDecision,
+  PermissionPolicy,
+  PermissionRequest,
+  PermissionRule,
+} from "../../code/chapters/ch03/src/core/permissions.js";
 import { toolCall } from "../../code/chapters/ch03/src/core/messages.js";
 import {
   toolSuccess,
@@ -21,6 +24,17 @@ import { makeTemp, removeTemp } from "./temp.js";
 
 const WRITE_PATH = "sub/file.txt";
 const ALLOW = new PermissionDecision("allow", "Approved instantly by the bench", "bench");
+
+/** bootstrap.ts keeps its one chapter 3 rule to itself; this is the same rule, word for word. */
+const CONFIRM_FILE_WRITE = new PermissionRule({
+  name: "confirm-file-write",
+  behavior: "ask",
+  reason: "File writes require explicit approval from chapter 3 onward",
+  matches: (request) => {
+    const name = request.prepared.definition.name;
+    return name === "write_file" || name === "edit_file";
+  },
+});
 
 const neverRuns: CommandRunner = { run: () => Promise.reject(new Error("the policy bench runs no command")) };
 
@@ -42,10 +56,10 @@ export async function benchPolicy(options: { readonly runs: number; readonly bat
     const context: ToolContext = { workspace, identity: "user" };
     // Exactly the chapter 3 policy of bootstrap.ts, with an approver that allows at once and a silent audit.
     const policy = new PermissionPolicy({
-      boundary: fileSystem,
-      rules: P03_RULES,
-      approvalProvider: { requestApproval: () => Promise.resolve(ALLOW) },
-      auditSink: { record: () => undefined },
+      rules: [CONFIRM_FILE_WRITE],
+      approval: { decide: () => Promise.resolve(ALLOW) },
+      audit: { record: () => undefined },
+      writeBoundary: fileSystem,
     });
     const request = (name: string, args: unknown): PermissionRequest =>
       new PermissionRequest({ prepared: prepare(tools, name, args), context });

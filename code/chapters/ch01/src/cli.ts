@@ -111,7 +111,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
       return 0;
     }
     const profile = profileForChapter(options.chapter ?? 0);
-    const demo = options.demo ? await prepareDemo() : undefined;
+    const demo = options.demo ? await prepareDemo(profile.chapter) : undefined;
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
     const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;

@@ -5,9 +5,11 @@ import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { prepareDemo } from "../src/cli/demo.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch01.ts", import.meta.url));
-const walkthrough = JSON.parse(readFileSync(new URL("../demo/walkthrough.json", import.meta.url), "utf8")) as {
+/** Chapter 1's own walkthrough: what `npm run ch01 -- --demo` replays (prepareDemo(1) reads demo/ch01.json). */
+const walkthrough = JSON.parse(readFileSync(new URL("../demo/ch01.json", import.meta.url), "utf8")) as {
   messages: { role: string; content: string | null }[];
 };
 /** The walkthrough's last assistant turn: the demo's final answer. */
@@ -48,5 +50,23 @@ describe("the chapter 1 demo without a terminal", () => {
     expect(finalText.startsWith("演示结束。")).toBe(true);
     expect(run.stdout).toBe(`${finalText}\n`);
     expect(readdirSync(workspace)).toEqual(["README.md"]);
+  });
+});
+
+describe("prepareDemo(chapter)", () => {
+  it("prepareDemo(1) replays demo/ch01.json in a fresh workspace holding only README.md", async () => {
+    const file = JSON.parse(readFileSync(new URL("../demo/ch01.json", import.meta.url), "utf8")) as {
+      chapter: number;
+      messages: { role: string; content: string | null }[];
+    };
+    const setup = await prepareDemo(1);
+    demoRoots.push(dirname(setup.workspace));
+    expect(file.chapter).toBe(1);
+    expect(setup.transcript.chapter).toBe(1);
+    expect(setup.prompt).toBe(file.messages.find((message) => message.role === "user")?.content);
+    expect(setup.transcript.messages.map((message) => [message.role, message.content])).toEqual(
+      file.messages.map((message) => [message.role, message.content]),
+    );
+    expect(readdirSync(setup.workspace)).toEqual(["README.md"]);
   });
 });

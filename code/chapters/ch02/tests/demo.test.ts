@@ -6,13 +6,20 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { prepareDemo } from "../src/cli/demo.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch02.ts", import.meta.url));
-const walkthrough = JSON.parse(readFileSync(new URL("../demo/walkthrough.json", import.meta.url), "utf8")) as {
+const chapterOneEntry = fileURLToPath(new URL("../src/chapters/ch01.ts", import.meta.url));
+/** Chapter 2's own walkthrough: what `npm run ch02 -- --demo` replays (prepareDemo(2) reads demo/ch02.json). */
+const walkthrough = JSON.parse(readFileSync(new URL("../demo/ch02.json", import.meta.url), "utf8")) as {
   messages: { role: string; content: string | null }[];
 };
 /** The walkthrough's last assistant turn: the demo's final answer. */
 const finalText = walkthrough.messages.at(-1)?.content ?? "";
+/** Chapter 1's walkthrough, which this snapshot carries too, for `npm run ch01 -- --demo` on it. */
+const chapterOneWalkthrough = JSON.parse(readFileSync(new URL("../demo/ch01.json", import.meta.url), "utf8")) as {
+  messages: { role: string; content: string | null }[];
+};
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const demoRoots: string[] = [];
 
@@ -75,5 +82,59 @@ describe("the chapter 2 demo without a terminal", () => {
     expect(readdirSync(join(workspace, "demo"))).toEqual(["note.txt"]);
     expect(readFileSync(join(workspace, "demo", "note.txt"), "utf8")).toBe("gamma");
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
+  });
+});
+
+describe("prepareDemo(chapter) in this snapshot", () => {
+  it.each<[number, string]>([
+    [1, "ch01.json"],
+    [2, "ch02.json"],
+  ])("prepareDemo(%i) replays its own demo/%s in a fresh workspace holding only README.md", async (chapter, name) => {
+    const file = JSON.parse(readFileSync(new URL(`../demo/${name}`, import.meta.url), "utf8")) as {
+      chapter: number;
+      messages: { role: string; content: string | null }[];
+    };
+    const setup = await prepareDemo(chapter);
+    demoRoots.push(dirname(setup.workspace));
+    expect(file.chapter).toBe(chapter);
+    expect(setup.transcript.chapter).toBe(chapter);
+    expect(setup.prompt).toBe(file.messages.find((message) => message.role === "user")?.content);
+    expect(setup.transcript.messages.map((message) => [message.role, message.content])).toEqual(
+      file.messages.map((message) => [message.role, message.content]),
+    );
+    expect(readdirSync(setup.workspace)).toEqual(["README.md"]);
+  });
+});
+
+describe("the chapter 1 demo on this snapshot", () => {
+  it("replays chapter 1's own walkthrough: two shell calls, each refused without a TTY, no file tool and no unknown_tool", () => {
+    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
+    const run = spawnSync(process.execPath, ["--import", tsx, chapterOneEntry, "--demo"], {
+      env,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 60_000,
+    });
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    // Only a folder the demo named is removed: never "." when the line is missing.
+    if (workspace !== "") demoRoots.push(dirname(workspace));
+    expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
+    expect(run.status).toBe(0);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        '→ shell {"command":"Get-ChildItem -Force"}',
+        "无交互输入，默认拒绝。",
+        "  ✗ denied",
+        '→ shell {"command":"Get-Content README.md"}',
+        "无交互输入，默认拒绝。",
+        "  ✗ denied",
+        "",
+      ].join("\n"),
+    );
+    const chapterOneFinal = chapterOneWalkthrough.messages.at(-1)?.content ?? "";
+    expect(chapterOneFinal.startsWith("演示结束。")).toBe(true);
+    expect(run.stdout).toBe(`${chapterOneFinal}\n`);
+    expect(readdirSync(workspace)).toEqual(["README.md"]);
   });
 });

@@ -9,8 +9,7 @@ import type { CommandRunner } from "./core/commands.js";
 import { AgentRunner } from "./core/loop.js";
 import type { ChatMessage } from "./core/messages.js";
 import type { ModelClient } from "./core/model.js";
-import { PermissionPolicy } from "./core/permission-policy.js";
-import { PermissionRule, type ApprovalProvider, type AuditSink } from "./core/permissions.js";
+import { PermissionPolicy, PermissionRule, type ApprovalProvider, type AuditSink } from "./core/permissions.js";
 import { profileForChapter, type ChapterProfile } from "./core/profiles.js";
 import type { WorkspaceFileSystem } from "./core/filesystem.js";
 import { createChapterOneTools, createChapterTwoTools } from "./features/builtin-tools.js";
@@ -33,16 +32,6 @@ export interface BuildDependencies {
   readonly onEvent?: AgentEventListener;
 }
 
-/** Chapter 3's rule set: exactly one rule. */
-export const P03_RULES: readonly PermissionRule[] = Object.freeze([
-  new PermissionRule({
-    name: "confirm-file-write",
-    behavior: "ask",
-    reason: "File writes require explicit approval from chapter 3 onward",
-    matches: (request) => request.toolName === "write_file" || request.toolName === "edit_file",
-  }),
-]);
-
 /** A real model: any OpenAI-compatible Chat Completions endpoint, through the official SDK. */
 export function openAIModel(settings: Settings): ModelClient {
   return new OpenAIChatModel(settings);
@@ -60,38 +49,48 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
   }
   const workspace = realpathSync(deps.workspace);
   const commandRunner = deps.commandRunner ?? new PowerShellRunner();
+  const fileSystem = deps.fileSystem ?? new NodeWorkspaceFileSystem();
   const tools =
-    profile.chapter === 1
-      ? createChapterOneTools(commandRunner)
-      : createChapterTwoTools(commandRunner, deps.fileSystem ?? new NodeWorkspaceFileSystem());
+    profile.chapter === 1 ? createChapterOneTools(commandRunner) : createChapterTwoTools(commandRunner, fileSystem);
+  const permissionPolicy = buildPolicy(profile, deps, fileSystem);
   return new AgentRunner({
     model: deps.model,
     tools,
     systemPrompt: SYSTEM_PROMPT,
     workspace,
     ...(deps.maxTurns === undefined ? {} : { maxTurns: deps.maxTurns }),
-    ...optionalPolicy(buildPolicy(profile, deps)),
+    ...(permissionPolicy === undefined ? {} : { permissionPolicy }),
     ...(deps.onEvent === undefined ? {} : { onEvent: deps.onEvent }),
   });
 }
 
 /** Callers cannot pass a policy: it follows from the profile, so no chapter 3 run lacks one. */
-function buildPolicy(profile: ChapterProfile, deps: BuildDependencies): PermissionPolicy | undefined {
-  const { approvalProvider, auditSink } = deps;
-  if (profile.capabilities.has("policy")) {
-    if (approvalProvider === undefined) throw new TypeError("approvalProvider is required for chapter 3 or later");
-    if (auditSink === undefined) throw new TypeError("auditSink is required for chapter 3 or later");
-    return new PermissionPolicy({
-      boundary: new NodeWorkspaceFileSystem(),
-      rules: P03_RULES,
-      approvalProvider,
-      auditSink,
-    });
+function buildPolicy(
+  profile: ChapterProfile,
+  deps: BuildDependencies,
+  fileSystem: WorkspaceFileSystem,
+): PermissionPolicy | undefined {
+  if (!profile.capabilities.has("policy")) {
+    // Chapters 1 and 2 keep only their confirmation: the shell is still asked, nothing else is.
+    return deps.approvalProvider === undefined ? undefined : new PermissionPolicy({ approval: deps.approvalProvider });
   }
-  // Chapters 1 and 2 keep only their confirmation: the shell is still asked, nothing else is.
-  return approvalProvider === undefined ? undefined : new PermissionPolicy({ approvalProvider });
-}
-
-function optionalPolicy(policy: PermissionPolicy | undefined): { policy?: PermissionPolicy } {
-  return policy === undefined ? {} : { policy };
+  if (deps.approvalProvider === undefined) throw new Error("approvalProvider is required for chapter 3 or later");
+  if (deps.auditSink === undefined) throw new Error("auditSink is required for chapter 3 or later");
+  return new PermissionPolicy({
+    rules: [
+      new PermissionRule({
+        name: "confirm-file-write",
+        behavior: "ask",
+        reason: "File writes require explicit approval from chapter 3 onward",
+        matches: (request) => {
+          const name = request.prepared.definition.name;
+          return name === "write_file" || name === "edit_file";
+        },
+      }),
+    ],
+    approval: deps.approvalProvider,
+    audit: deps.auditSink,
+    // The same file system the tools use: the boundary judges paths exactly as the handlers resolve them.
+    writeBoundary: fileSystem,
+  });
 }

@@ -1,4 +1,5 @@
 import { statSync } from "node:fs";
+import { createInterface, type Interface } from "node:readline";
 import { resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
@@ -6,12 +7,16 @@ import { ArgumentError, helpText, parseCliArgs, type CliOptions } from "./cli/ar
 import { prepareDemo } from "./cli/demo.js";
 import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
-import { TerminalApprovalProvider } from "./cli/terminal-approval.js";
-import { TerminalAuditSink } from "./cli/terminal-audit.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
 import { visible } from "./cli/visible.js";
 import { ConfigurationError, loadSettings, readDotEnv } from "./config.js";
 import { AgentRunError, type AgentRunner } from "./core/loop.js";
+import {
+  PermissionDecision,
+  type ApprovalProvider,
+  type AuditSink,
+  type PermissionRequest,
+} from "./core/permissions.js";
 import type { ModelClient } from "./core/model.js";
 import { profileForChapter, UnknownChapterError } from "./core/profiles.js";
 
@@ -46,6 +51,70 @@ export function processIO(): CliIO {
   };
 }
 
+/** Only these answers allow a call; anything else, an empty line or end of input refuses it. */
+export function isYes(answer: string): boolean {
+  return /^(y|yes)$/i.test(answer.trim());
+}
+
+/**
+ * Asks on the terminal before each call. With no terminal on stdin nobody can answer, so it
+ * refuses without asking: a pipe or a CI job never approves anything by accident.
+ */
+export class TerminalApprovalProvider implements ApprovalProvider {
+  #reader: Interface | undefined;
+  #lines: AsyncIterator<string> | undefined;
+
+  constructor(
+    private readonly input: Readable,
+    private readonly terminal: Terminal,
+    private readonly inputIsTTY: boolean,
+  ) {}
+
+  async decide(request: PermissionRequest): Promise<PermissionDecision> {
+    if (!this.inputIsTTY) {
+      this.terminal.line("无交互输入，默认拒绝。");
+      return new PermissionDecision("deny", "No interactive approval input was available", "terminal-approval");
+    }
+    this.terminal.line(`工具调用需要批准: ${visible(request.toolName)}`);
+    // The policy always says which ask this settles; the reason is what the person is asked about.
+    this.terminal.line(`原因: ${visible(request.proposedDecision?.reason ?? "")}`);
+    this.terminal.line(`参数: ${visible(JSON.stringify(request.prepared.arguments))}`);
+    this.terminal.prompt("允许本次调用? [y/N] ");
+    const answer = await this.#nextLine();
+    const allowed = answer !== undefined && isYes(answer);
+    return new PermissionDecision(
+      allowed ? "allow" : "deny",
+      allowed ? "User approved this tool call" : "User denied this tool call",
+      "terminal-approval",
+    );
+  }
+
+  /** Releases stdin so the process can exit. */
+  close(): void {
+    this.#reader?.close();
+  }
+
+  async #nextLine(): Promise<string | undefined> {
+    if (this.#lines === undefined) {
+      this.#reader = createInterface({ input: this.input, crlfDelay: Infinity });
+      this.#lines = this.#reader[Symbol.asyncIterator]();
+    }
+    const next = await this.#lines.next();
+    return next.done === true ? undefined : next.value;
+  }
+}
+
+/** Prints every final permission decision on stderr, one line each, so stdout keeps only the answer. */
+export class TerminalAuditSink implements AuditSink {
+  constructor(private readonly terminal: Terminal) {}
+
+  record(request: PermissionRequest, decision: PermissionDecision): void {
+    this.terminal.line(
+      visible(`[Permission] ${request.toolName}: ${decision.behavior} (${decision.source}) - ${decision.reason}`),
+    );
+  }
+}
+
 /**
  * `run --chapter N --prompt …`: one agent session. A fixed entry (`npm run ch01`) puts
  * `run --chapter N` in front and names itself as `entry`. Resolves to the exit code:
@@ -65,7 +134,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
       return 0;
     }
     const profile = profileForChapter(options.chapter ?? 0);
-    const demo = options.demo ? await prepareDemo() : undefined;
+    const demo = options.demo ? await prepareDemo(profile.chapter) : undefined;
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
     const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;

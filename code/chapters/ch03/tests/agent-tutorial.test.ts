@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { helpText } from "../src/cli/args.js";
+import { helpText, parseCliArgs } from "../src/cli/args.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/agent-tutorial.ts", import.meta.url));
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -40,15 +40,38 @@ function demoOutput(stderr: string): { workspace: string; lines: string[] } {
   return { workspace, lines: stderr.replaceAll(workspace, "<ws>").split("\n") };
 }
 
-const FINAL_ANSWER = /^演示结束。.*\n$/;
-const GLOB = '→ glob {"pattern":"**/*.md"}';
-const SHELL = '→ shell {"command":"Get-ChildItem -Force"}';
-const WRITE_INSIDE = '→ write_file {"path":"chapter3-note.txt","content":"演示工作区里有一个 README.md。\\n"}';
-const WRITE_OUTSIDE = '→ write_file {"path":"../outside.txt","content":"不应该出现\\n"}';
+interface Walkthrough {
+  messages: {
+    role: string;
+    content: string | null;
+    tool_calls?: { function: { name: string; arguments: string } }[];
+  }[];
+}
+
+/** Chapter `chapter`'s own walkthrough in this snapshot: its `→` lines, in order, and its closing text. */
+function walkthrough(chapter: number): { calls: string[]; finalText: string } {
+  const name = `ch${String(chapter).padStart(2, "0")}.json`;
+  const { messages } = JSON.parse(readFileSync(new URL(`../demo/${name}`, import.meta.url), "utf8")) as Walkthrough;
+  return {
+    calls: messages.flatMap((message) =>
+      (message.tool_calls ?? []).map((call) => `→ ${call.function.name} ${call.function.arguments}`),
+    ),
+    finalText: messages.at(-1)?.content ?? "",
+  };
+}
+
+const MISSING_ALL = "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n";
 const NO_TTY = "无交互输入，默认拒绝。";
 const NO_TTY_AUDIT = "No interactive approval input was available";
 
 describe("npm run agent-tutorial -- run --chapter N", () => {
+  it("npm run agent-tutorial is this entry", () => {
+    const root = JSON.parse(readFileSync(new URL("../../../../package.json", import.meta.url), "utf8")) as {
+      scripts: Record<string, string>;
+    };
+    expect(root.scripts["agent-tutorial"]).toBe("tsx code/chapters/ch03/src/chapters/agent-tutorial.ts");
+  });
+
   it.each([
     [[], "Expected command: run"],
     [["walk", "--chapter", "3", "--prompt", "x"], "Expected command: run"],
@@ -76,84 +99,155 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect(run.stdout.split("\n")[0]).toBe("用法: npm run agent-tutorial -- run --chapter <n> --prompt <text> [选项]");
   });
 
+  it("--help lists every option the parser accepts, and the parser accepts every option it lists", () => {
+    // The parser's own tables, read from its source: an option added there and not to the help fails here.
+    const source = readFileSync(new URL("../src/cli/args.ts", import.meta.url), "utf8");
+    const tables = /const VALUE_OPTIONS = \{([^}]*)\}[\s\S]*?const FLAGS = \{([^}]*)\}/.exec(source);
+    if (tables === null) throw new Error("args.ts no longer has its VALUE_OPTIONS and FLAGS tables");
+    const names = (table: string): string[] =>
+      [...table.matchAll(/"(-{1,2}[a-z][a-z-]*)":/g)].map((m) => m[1] as string);
+    const [values, flags] = [names(tables[1] as string), names(tables[2] as string)];
+    expect(values).toEqual([
+      "--chapter",
+      "--prompt",
+      "-p",
+      "--workspace",
+      "-w",
+      "--model",
+      "--base-url",
+      "--max-turns",
+      "--transcript",
+      "--replay",
+    ]);
+    expect(flags).toEqual(["--help", "-h", "--demo", "--quiet", "-q"]);
+    // Each one really is accepted (a value option with a value, a flag alone), and a made-up one is not.
+    // --demo brings its own task, so a --prompt or -p given here is the only one.
+    for (const option of values) {
+      const value = option === "--chapter" || option === "--max-turns" ? "3" : "v";
+      const argv = option === "--chapter" ? ["run", "--demo"] : ["run", "--chapter", "3", "--demo"];
+      expect(() => parseCliArgs([...argv, option, value])).not.toThrow();
+    }
+    for (const flag of flags) expect(() => parseCliArgs(["run", "--chapter", "3", "--demo", flag])).not.toThrow();
+    expect(() => parseCliArgs(["run", "--chapter", "3", "-p", "x", "--verbose"])).toThrow(
+      "Unknown argument: --verbose",
+    );
+    // The help's option lines: `  -p, --prompt <text>   …` or `      --demo   …`.
+    const listed = [...helpText(undefined).matchAll(/^ {2}(?:(-[a-z]), )? *(--[a-z][a-z-]*)/gm)].flatMap((m) =>
+      [m[1], m[2]].filter((name): name is string => name !== undefined),
+    );
+    expect([...listed].sort()).toEqual([...values, ...flags].sort());
+  });
+
+  it("the usage line, followed literally with real values, is accepted: with no settings it is a 配置错误 (exit 2), with --demo it runs", () => {
+    const usage = helpText(undefined).split("\n")[0] ?? "";
+    const prefix = "用法: npm run agent-tutorial -- ";
+    expect(usage.startsWith(prefix)).toBe(true);
+    const args = usage
+      .slice(prefix.length)
+      .replace("<n>", "1")
+      .replace("<text>", "x")
+      .split(" ")
+      .filter((word) => word !== "[选项]");
+    expect(args).toEqual(["run", "--chapter", "1", "--prompt", "x"]);
+    const run = unified(args);
+    expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
+      status: 2,
+      stdout: "",
+      stderr: MISSING_ALL,
+    });
+    // [选项] stands for the options below it: one of them, --demo, needs no settings.
+    const demo = unified([...args.slice(0, 3), "--demo"]);
+    demoOutput(demo.stderr);
+    expect(demo.status).toBe(0);
+    expect(demo.stdout).toBe(`${walkthrough(1).finalText}\n`);
+  });
+
   it("a run without the three settings exits 2 with one 配置错误 line naming all of them", () => {
     const run = unified(["run", "--chapter", "3", "--prompt", "x"]);
     expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
       status: 2,
       stdout: "",
-      stderr: "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n",
+      stderr: MISSING_ALL,
     });
   });
 
-  it("runs chapter 1's profile on this snapshot: only the shell exists, and it is asked", () => {
+  it("run --chapter 1 --demo replays chapter 1's own walkthrough: two shell calls, each asked and refused without a TTY, no unknown_tool", () => {
+    const { calls, finalText } = walkthrough(1);
+    expect(calls).toEqual([
+      '→ shell {"command":"Get-ChildItem -Force"}',
+      '→ shell {"command":"Get-Content README.md"}',
+    ]);
     const run = unified(["run", "--chapter", "1", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
-    expect(lines).toEqual([
-      "演示工作区: <ws>",
-      GLOB,
-      "  ✗ unknown_tool",
-      SHELL,
-      NO_TTY,
-      "  ✗ denied",
-      WRITE_INSIDE,
-      "  ✗ unknown_tool",
-      WRITE_OUTSIDE,
-      "  ✗ unknown_tool",
-      "",
-    ]);
-    expect(run.stdout).toMatch(FINAL_ANSWER);
+    // Chapter 1 keeps only the shell's confirmation: no [Permission] lines.
+    expect(lines).toEqual(["演示工作区: <ws>", calls[0], NO_TTY, "  ✗ denied", calls[1], NO_TTY, "  ✗ denied", ""]);
+    expect(finalText.startsWith("演示结束。")).toBe(true);
+    expect(run.stdout).toBe(`${finalText}\n`);
     expect(readdirSync(workspace)).toEqual(["README.md"]);
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 
-  it("runs chapter 2's profile on this snapshot: writes are not asked, the outside write fails in the handler", () => {
+  it("run --chapter 2 --demo replays chapter 2's own walkthrough: write, edit, read, glob, then ../secret.txt refused as path_escape", () => {
+    const { calls, finalText } = walkthrough(2);
+    expect(calls).toEqual([
+      '→ write_file {"path":"demo/note.txt","content":"alpha"}',
+      '→ edit_file {"path":"demo/note.txt","old_text":"alpha","new_text":"gamma"}',
+      '→ read_file {"path":"demo/note.txt"}',
+      '→ glob {"pattern":"demo/*.txt"}',
+      '→ read_file {"path":"../secret.txt"}',
+    ]);
     const run = unified(["run", "--chapter", "2", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
-    // No rules and no audit in chapter 2: no [Permission] lines; only the shell is asked.
+    // No rules and no audit in chapter 2: no [Permission] lines, and the file tools are not asked.
     expect(lines).toEqual([
       "演示工作区: <ws>",
-      GLOB,
+      calls[0],
       "  ✓ ok",
-      SHELL,
-      NO_TTY,
-      "  ✗ denied",
-      WRITE_INSIDE,
+      calls[1],
       "  ✓ ok",
-      WRITE_OUTSIDE,
+      calls[2],
+      "  ✓ ok",
+      calls[3],
+      "  ✓ ok",
+      calls[4],
       "  ✗ path_escape",
       "",
     ]);
-    expect(run.stdout).toMatch(FINAL_ANSWER);
-    expect(readFileSync(join(workspace, "chapter3-note.txt"), "utf8")).toBe("演示工作区里有一个 README.md。\n");
+    expect(finalText.startsWith("演示结束。")).toBe(true);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(readFileSync(join(workspace, "demo", "note.txt"), "utf8")).toBe("gamma");
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 
-  it("runs chapter 3's profile with the full policy: every decision audited, the outside write a hard deny", () => {
+  it("run --chapter 3 --demo replays chapter 3's own walkthrough, the book's calls A, B and C, every decision audited", () => {
+    const { calls, finalText } = walkthrough(3);
+    expect(calls).toEqual([
+      '→ glob {"pattern":"chapters/ch03/src/**/*.ts"}',
+      '→ write_file {"path":"chapter3-note.txt","content":"第 3 章在工具准备和执行之间插入了权限策略。\\n"}',
+      '→ write_file {"path":"../outside.txt","content":"x"}',
+    ]);
     const run = unified(["run", "--chapter", "3", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
     expect(lines).toEqual([
       "演示工作区: <ws>",
-      GLOB,
+      calls[0],
       "[Permission] glob: allow (default) - No permission rule blocked the request",
       "  ✓ ok",
-      SHELL,
-      NO_TTY,
-      `[Permission] shell: deny (terminal-approval) - ${NO_TTY_AUDIT}`,
-      "  ✗ denied",
-      WRITE_INSIDE,
+      calls[1],
       NO_TTY,
       `[Permission] write_file: deny (terminal-approval) - ${NO_TTY_AUDIT}`,
       "  ✗ denied",
-      WRITE_OUTSIDE,
+      calls[2],
       "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden",
       "  ✗ denied",
       "",
     ]);
-    expect(run.stdout).toMatch(FINAL_ANSWER);
-    expect(readdirSync(workspace)).toEqual(["README.md"]);
+    expect(finalText.startsWith("演示结束。")).toBe(true);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(readdirSync(workspace).sort()).toEqual(["README.md", "chapters"]);
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 });

@@ -22,8 +22,7 @@ import {
   type ChatMessage,
 } from "../src/core/messages.js";
 import type { ModelReply } from "../src/core/model.js";
-import { PermissionPolicy } from "../src/core/permission-policy.js";
-import type { ApprovalProvider } from "../src/core/permissions.js";
+import { PermissionPolicy, type ApprovalProvider } from "../src/core/permissions.js";
 import { P01 } from "../src/core/profiles.js";
 import { ToolRegistry, toolSuccess, type ToolContext, type ToolDefinition } from "../src/core/tools.js";
 import { commandResult, CountingApproval, FakeCommandRunner } from "./support/fakes.js";
@@ -33,8 +32,8 @@ import { SHELL_TOOL } from "./support/shell-tool.js";
 // From chapter 3 the permission policy asks about the shell, with its own reason and fail-closed answers.
 const REASON = "Shell execution requires approval";
 const DENIED = "Error [permission_denied]: The user did not approve this tool call";
-const INVALID = "Error [permission_denied]: Approval provider returned an invalid answer";
-const FAILED_CLOSED = "Error [permission_denied]: Approval failed";
+const INVALID = "Error [permission_denied]: Approval provider returned an invalid decision";
+const FAILED_CLOSED = "Error [permission_denied]: Approval provider failed; request denied";
 
 let workspace: string;
 beforeEach(async () => {
@@ -208,11 +207,11 @@ describe("approval in the chapter 1 loop", () => {
   });
 
   it.each<[string, ApprovalProvider]>([
-    ["rejects", { requestApproval: () => Promise.reject(new Error("terminal gone")) }],
+    ["rejects", { decide: () => Promise.reject(new Error("terminal gone")) }],
     [
       "throws before it returns a promise",
       {
-        requestApproval: () => {
+        decide: () => {
           throw new Error("terminal gone");
         },
       },
@@ -231,8 +230,8 @@ describe("approval in the chapter 1 loop", () => {
     registry.register(probeTool("probe"));
     const approval = new CountingApproval(false);
     const model = new ScriptedModel([toolTurn(call("c1", "probe", {})), textTurn("ok")]);
-    const policy = new PermissionPolicy({ approvalProvider: approval });
-    const runner = new AgentRunner({ model, tools: registry, systemPrompt: "s", workspace, policy });
+    const permissionPolicy = new PermissionPolicy({ approval });
+    const runner = new AgentRunner({ model, tools: registry, systemPrompt: "s", workspace, permissionPolicy });
     const result = await runner.run("go");
     expect(approval.requests).toEqual([]);
     expect(toolMessages(result.history)).toEqual([["c1", "ok"]]);

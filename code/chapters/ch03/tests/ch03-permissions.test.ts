@@ -4,31 +4,29 @@ import { join } from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
-import { buildAgent, P03_RULES } from "../src/bootstrap.js";
-import { TerminalApprovalProvider } from "../src/cli/terminal-approval.js";
-import { TerminalAuditSink } from "../src/cli/terminal-audit.js";
+import { buildAgent } from "../src/bootstrap.js";
+import { TerminalApprovalProvider, TerminalAuditSink } from "../src/cli.js";
 import { Terminal } from "../src/cli/terminal.js";
 import { AgentRunner, type RunResult } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import type { ModelReply } from "../src/core/model.js";
-import { PermissionPolicy } from "../src/core/permission-policy.js";
 import {
   PermissionDecision,
+  PermissionPolicy,
   PermissionRequest,
   PermissionRule,
   type ApprovalProvider,
   type AuditSink,
   type PermissionBehavior,
-  type WorkspaceWriteBoundary,
 } from "../src/core/permissions.js";
 import { P01, P02, P03, type ChapterProfile } from "../src/core/profiles.js";
 import type { ToolContext, ToolRegistry, ValidToolCall } from "../src/core/tools.js";
-import { WorkspacePathError, type WorkspaceFileSystem } from "../src/core/filesystem.js";
+import { WorkspacePathError, type WorkspaceFileSystem, type WorkspaceWriteBoundary } from "../src/core/filesystem.js";
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
-import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
+import { CountingApproval, FakeCommandRunner, FakeFileSystem } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
-// The chapter 3 gate: SPEC §9's ten observable rules, each proven through the real loop, the real
+// The chapter 3 gate: the book's ten acceptance rules, each proven through the real loop, the real
 // registry, the real tools and a real temporary disk. Only the model, the shell and the human are scripted.
 
 // Symlinks need extra privileges on Windows; the boundary's rules for them are the same code on every platform.
@@ -45,9 +43,27 @@ const OUTSIDE = "Writing outside the workspace is forbidden";
 const UNRESOLVED = "Write path could not be resolved safely";
 const APPROVED = "Approved in the test";
 const REFUSED = "The user did not approve this tool call";
+const USER_APPROVED = "User approved this tool call";
+const USER_DENIED = "User denied this tool call";
+const NO_TTY = "No interactive approval input was available";
+const PROVIDER_FAILED = "Approval provider failed; request denied";
+const INVALID = "Approval provider returned an invalid decision";
 const EVALUATION_FAILED = "Error [permission_evaluation_error]: Permission evaluation failed";
 
 const denied = (reason: string): string => `Error [permission_denied]: ${reason}`;
+/** The policy's deny when nobody said yes to an ask: no approver, or one that answered ask or passthrough. */
+const notGranted = (askReason: string): string => `Approval was not explicitly granted: ${askReason}`;
+
+/**
+ * The book's one chapter 3 rule, as `buildAgent` builds it inline, for the tests that assemble a
+ * policy themselves; the tests through `buildAgent` prove the real one says the same.
+ */
+const CONFIRM_FILE_WRITE = new PermissionRule({
+  name: "confirm-file-write",
+  behavior: "ask",
+  reason: ASK_WRITE,
+  matches: (request) => request.toolName === "write_file" || request.toolName === "edit_file",
+});
 
 /** Paths chapter 2's `safePath` refuses by their text alone: device names, illegal characters, trailing dots, any `..`. */
 const CHAPTER_TWO_REFUSED = [
@@ -101,31 +117,39 @@ class ThrowingAudit implements AuditSink {
   }
 }
 
-/** Wraps any approval provider and writes down each pending decision it was shown: the count of asks. */
+/**
+ * Wraps any approval provider and writes down, in `requests`, the ask each request it got proposed
+ * (`request.proposedDecision`): the count of asks, and what each one said.
+ */
 class WatchedApproval implements ApprovalProvider {
-  readonly pending: DecisionTuple[] = [];
+  readonly requests: DecisionTuple[] = [];
   constructor(
     private readonly inner: ApprovalProvider,
     private readonly timeline: string[] = [],
   ) {}
-  requestApproval(request: PermissionRequest, pending: PermissionDecision): Promise<PermissionDecision> {
-    this.pending.push(tuple(request, pending));
-    this.timeline.push(`approve? ${request.toolName}: ${pending.behavior} (${pending.source})`);
-    return this.inner.requestApproval(request, pending);
+  decide(request: PermissionRequest): Promise<PermissionDecision> {
+    const proposed = request.proposedDecision;
+    if (proposed === undefined) throw new Error(`the approver got no proposedDecision for ${request.toolName}`);
+    this.requests.push(tuple(request, proposed));
+    this.timeline.push(`approve? ${request.toolName}: ${proposed.behavior} (${proposed.source})`);
+    return this.inner.decide(request);
   }
 }
 
 /** An approval provider that answers with a raw value, to prove nothing but a real decision passes. */
 function answering(raw: unknown): ApprovalProvider {
-  return { requestApproval: () => Promise.resolve(raw as PermissionDecision) };
+  return { decide: () => Promise.resolve(raw as PermissionDecision) };
 }
 
 /**
  * The real Node file system, with every call written down as `method path`: the file tools' handler
  * boundary we own. A call for any folder but the test's workspace is written down with that folder.
+ * It is also chapter 3's write boundary (`buildAgent` passes the file system it is given): those
+ * questions go to `boundaryCalls`, apart from the handler calls, and on the timeline as `boundary path`.
  */
 class CountingFileSystem implements WorkspaceFileSystem {
   readonly calls: string[] = [];
+  readonly boundaryCalls: [workspace: string, relativePath: string][] = [];
   private readonly inner = new NodeWorkspaceFileSystem();
   constructor(
     private readonly workspace: string,
@@ -146,6 +170,11 @@ class CountingFileSystem implements WorkspaceFileSystem {
   globFiles(workspace: string, pattern: string): Promise<readonly string[]> {
     this.note("globFiles", workspace, pattern);
     return this.inner.globFiles(workspace, pattern);
+  }
+  isPathWithinWorkspace(workspace: string, relativePath: string): Promise<boolean> {
+    this.boundaryCalls.push([workspace, relativePath]);
+    this.timeline.push(`boundary ${relativePath}`);
+    return this.inner.isPathWithinWorkspace(workspace, relativePath);
   }
   private note(method: string, workspace: string, path: string): void {
     const entry = workspace === this.workspace ? `${method} ${path}` : `${method} ${path} (in ${workspace})`;
@@ -265,7 +294,7 @@ function runWithPolicy(r: Rig, policy: PermissionPolicy, turns: readonly ModelRe
       systemPrompt: "You are a test agent.",
       workspace,
       maxTurns: 5,
-      policy,
+      permissionPolicy: policy,
     }),
   );
 }
@@ -278,13 +307,13 @@ function p03Tools(r: Rig): ToolRegistry {
 /** The context the loop hands the policy and every handler. */
 const context = (): ToolContext => ({ workspace, identity: "user" });
 
-/** A P03 policy like `buildAgent`'s, with the parts a test swaps. */
+/** A P03 policy like `buildAgent`'s (the rig's file system as the boundary), with the parts a test swaps. */
 function policyFor(r: Rig, options: { rules?: readonly PermissionRule[]; boundary?: WorkspaceWriteBoundary } = {}) {
   return new PermissionPolicy({
-    boundary: options.boundary ?? new NodeWorkspaceFileSystem(),
-    rules: options.rules ?? P03_RULES,
-    approvalProvider: r.approval,
-    auditSink: r.audit,
+    rules: options.rules ?? [CONFIRM_FILE_WRITE],
+    approval: r.approval,
+    audit: r.audit,
+    writeBoundary: options.boundary ?? r.files,
   });
 }
 
@@ -321,13 +350,25 @@ const outsideCalls = (path: string): ModelReply =>
     call("c2", "edit_file", { path, old_text: "top", new_text: "pwned" }),
   );
 
-/** The hard deny of both calls: nothing asked, nothing touched, both audited as the boundary's. */
-async function expectHardDeny(r: Rig, result: RunResult, workspaceBefore = WORKSPACE_AT_START): Promise<void> {
+/**
+ * The hard deny of both `outsideCalls(path)`: the injected file system judged the path, as the model
+ * sent it, for each call; nothing asked, nothing touched, both audited as the boundary's.
+ */
+async function expectHardDeny(
+  r: Rig,
+  path: string,
+  result: RunResult,
+  workspaceBefore = WORKSPACE_AT_START,
+): Promise<void> {
   expect(toolMessages(result.history)).toEqual([
     ["c1", denied(OUTSIDE)],
     ["c2", denied(OUTSIDE)],
   ]);
-  expect(r.approval.pending).toEqual([]);
+  expect(r.files.boundaryCalls).toEqual([
+    [workspace, path],
+    [workspace, path],
+  ]);
+  expect(r.approval.requests).toEqual([]);
   expect(r.files.calls).toEqual([]);
   expect(r.audit.records).toEqual([
     ["write_file", "deny", "workspace-boundary", OUTSIDE],
@@ -343,7 +384,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
     const result = await runP03(r, [toolTurn(call("c1", "write_file", { path: "../outside/x.txt", content: "x" }))]);
 
     expect(toolMessages(result.history)).toEqual([["c1", denied(OUTSIDE)]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", OUTSIDE]]);
     expect(r.files.calls).toEqual([]);
     await expect(readFile(join(outside, "x.txt"))).rejects.toThrow();
@@ -362,7 +403,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
       const result = await runWithPolicy(r, policyFor(r, { rules }), [writeNotes()]);
 
       expect(toolMessages(result.history)).toEqual([["c1", denied("deny-rule says deny")]]);
-      expect(r.approval.pending).toEqual([]);
+      expect(r.approval.requests).toEqual([]);
       expect(r.audit.records).toEqual([["write_file", "deny", "deny-rule", "deny-rule says deny"]]);
       expect(r.files.calls).toEqual([]);
       await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
@@ -378,7 +419,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
     ];
     const result = await runWithPolicy(r, policyFor(r, { rules }), [writeNotes()]);
 
-    expect(r.approval.pending).toEqual([["write_file", "ask", "ask-rule", "ask-rule says ask"]]);
+    expect(r.approval.requests).toEqual([["write_file", "ask", "ask-rule", "ask-rule says ask"]]);
     expect(toolMessages(result.history)).toEqual([["c1", denied(REFUSED)]]);
     expect(r.audit.records).toEqual([["write_file", "deny", "user", REFUSED]]);
     expect(r.files.calls).toEqual([]);
@@ -390,15 +431,15 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
     const rules = [writeRule("pass-rule", "passthrough"), writeRule("allow-rule", "allow")];
     const result = await runWithPolicy(r, policyFor(r, { rules }), [writeNotes()]);
 
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(toolMessages(result.history)).toEqual([["c1", "Wrote 5 UTF-8 bytes to notes.txt"]]);
     expect(r.audit.records).toEqual([["write_file", "allow", "allow-rule", "allow-rule says allow"]]);
     expect(r.files.calls).toEqual(["writeFile notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
   });
 
-  // SPEC §9 fixes the participants' order (boundary, shell default, rules, recommendations) but not the tie-break;
-  // the policy documents "among equals, the first", so the model is told the boundary's reason, not a rule's.
+  // BOOK decision 4 fixes the participants' order (boundary, shell default, rules, recommendations) and
+  // strongestDecision takes the first among equals, so the model is told the boundary's reason, not a rule's.
   it("when a deny rule also matches an outside write, the boundary's deny is the one reported", async () => {
     const r = rig(new CountingApproval(true));
     const rules = [writeRule("deny-rule", "deny")];
@@ -407,7 +448,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
     ]);
 
     expect(toolMessages(result.history)).toEqual([["c1", denied(OUTSIDE)]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", OUTSIDE]]);
     await expect(readFile(join(outside, "x.txt"))).rejects.toThrow();
   });
@@ -418,7 +459,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
       writeNotes(),
     ]);
 
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(toolMessages(result.history)).toEqual([["c1", "Wrote 5 UTF-8 bytes to notes.txt"]]);
     expect(r.audit.records).toEqual([["write_file", "allow", "default", PASSED]]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
@@ -441,10 +482,10 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
 
       const winner = merged === "allow" ? PASSED : `${source} says ${merged}`;
       if (merged === "ask") {
-        expect(r.approval.pending).toEqual([["write_file", "ask", "hook", "hook says ask"]]);
+        expect(r.approval.requests).toEqual([["write_file", "ask", "hook", "hook says ask"]]);
         expect(decision).toStrictEqual(new PermissionDecision("deny", REFUSED, "user"));
       } else {
-        expect(r.approval.pending).toEqual([]);
+        expect(r.approval.requests).toEqual([]);
         expect(decision).toStrictEqual(new PermissionDecision(merged, winner, source));
       }
       expect(r.audit.records).toEqual([tuple(request, decision)]);
@@ -456,7 +497,7 @@ describe("rule 1: deny beats ask, allow and passthrough", () => {
 describe("rule 2: on deny, no approval request and no handler run", () => {
   it("a boundary deny of write_file and edit_file asks no one and never reaches the file system", async () => {
     const r = rig(new CountingApproval(true));
-    await expectHardDeny(r, await runP03(r, [outsideCalls("../outside/secret.txt")]));
+    await expectHardDeny(r, "../outside/secret.txt", await runP03(r, [outsideCalls("../outside/secret.txt")]));
   });
 
   it("a deny rule against the shell stops the command before the approver or the runner sees it", async () => {
@@ -472,7 +513,7 @@ describe("rule 2: on deny, no approval request and no handler run", () => {
     ]);
 
     expect(toolMessages(result.history)).toEqual([["c1", denied("The shell is off today")]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([["shell", "deny", "no-shell", "The shell is off today"]]);
   });
@@ -490,7 +531,7 @@ describe("rule 2: on deny, no approval request and no handler run", () => {
     const result = await runWithPolicy(r, policyFor(r, { rules: [exploding] }), [writeNotes()]);
 
     expect(toolMessages(result.history)).toEqual([["c1", denied("Permission rule failed: exploding-rule")]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual([]);
     expect(r.audit.records).toEqual([
       ["write_file", "deny", "exploding-rule", "Permission rule failed: exploding-rule"],
@@ -504,7 +545,7 @@ describe("rule 3: ask runs only after an explicit allow", () => {
     const r = rig(new CountingApproval(true));
     const result = await runP03(r, [writeNotes("c1", "hello\nworld\n")]);
 
-    expect(r.approval.pending).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
+    expect(r.approval.requests).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
     expect(toolMessages(result.history)).toEqual([["c1", "Wrote 12 UTF-8 bytes to notes.txt"]]);
     expect(r.files.calls).toEqual(["writeFile notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("hello\nworld\n");
@@ -515,7 +556,7 @@ describe("rule 3: ask runs only after an explicit allow", () => {
     const r = rig(new CountingApproval(false));
     const result = await runP03(r, [writeNotes()]);
 
-    expect(r.approval.pending).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
+    expect(r.approval.requests).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
     expect(toolMessages(result.history)).toEqual([["c1", denied(REFUSED)]]);
     expect(r.files.calls).toEqual([]);
     await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
@@ -526,7 +567,7 @@ describe("rule 3: ask runs only after an explicit allow", () => {
     const r = rig(new CountingApproval(false));
     const result = await runP03(r, [toolTurn(call("c1", "shell", { command: "Remove-Item -Recurse -Force ." }))]);
 
-    expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+    expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(toolMessages(result.history)).toEqual([["c1", denied(REFUSED)]]);
     expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([["shell", "deny", "user", REFUSED]]);
@@ -537,7 +578,7 @@ describe("rule 3: ask runs only after an explicit allow", () => {
     const r = rig(new CountingApproval(() => ++answers === 1));
     const result = await runP03(r, [writeNotes("c1", "first"), writeNotes("c2", "second")]);
 
-    expect(r.approval.pending).toEqual([
+    expect(r.approval.requests).toEqual([
       ["write_file", "ask", "confirm-file-write", ASK_WRITE],
       ["write_file", "ask", "confirm-file-write", ASK_WRITE],
     ]);
@@ -576,73 +617,68 @@ describe("rule 3: ask runs only after an explicit allow", () => {
     expect(output.text).toBe(question("first") + question("second"));
     expect(toolMessages(result.history)).toEqual([
       ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
-      ["c2", denied("Denied by the user")],
+      ["c2", denied(USER_DENIED)],
     ]);
-    expect(r.approval.pending).toHaveLength(2);
+    expect(r.approval.requests).toHaveLength(2);
     expect(r.files.calls).toEqual(["writeFile notes.txt"]);
     expect(await readText(inWorkspace("notes.txt"))).toBe("first");
     expect(r.audit.records).toEqual([
-      ["write_file", "allow", "user", "Approved by the user"],
-      ["write_file", "deny", "user", "Denied by the user"],
+      ["write_file", "allow", "terminal-approval", USER_APPROVED],
+      ["write_file", "deny", "terminal-approval", USER_DENIED],
     ]);
   });
 });
 
 describe("rule 4: no provider, provider error, invalid result, empty answer and non-interactive input all deny", () => {
-  it("with no approval provider, every ask (shell and file write) is denied", async () => {
+  it("with no approval provider, every ask is denied as not granted, naming the ask it was (shell and file write)", async () => {
     const r = rig();
-    const policy = new PermissionPolicy({
-      boundary: new NodeWorkspaceFileSystem(),
-      rules: P03_RULES,
-      auditSink: r.audit,
-    });
+    const policy = new PermissionPolicy({ rules: [CONFIRM_FILE_WRITE], audit: r.audit, writeBoundary: r.files });
     const result = await runWithPolicy(r, policy, [
       toolTurn(call("c1", "shell", { command: "Get-Date" }), call("c2", "write_file", { path: "a.txt", content: "a" })),
     ]);
 
-    const reason = "No approval provider is available to ask";
     expect(toolMessages(result.history)).toEqual([
-      ["c1", denied(reason)],
-      ["c2", denied(reason)],
+      ["c1", "Error [permission_denied]: Approval was not explicitly granted: Shell execution requires approval"],
+      [
+        "c2",
+        "Error [permission_denied]: Approval was not explicitly granted: File writes require explicit approval from chapter 3 onward",
+      ],
     ]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.runner.calls).toEqual([]);
     expect(r.files.calls).toEqual([]);
     await expect(readFile(inWorkspace("a.txt"))).rejects.toThrow();
     expect(r.audit.records).toEqual([
-      ["shell", "deny", "approval", reason],
-      ["write_file", "deny", "approval", reason],
+      ["shell", "deny", "approval", notGranted(ASK_SHELL)],
+      ["write_file", "deny", "approval", notGranted(ASK_WRITE)],
     ]);
   });
 
   const throwsNow: ApprovalProvider = {
-    requestApproval: () => {
+    decide: () => {
       throw new Error("approver crashed");
     },
   };
   const fakeAllow = { behavior: "allow", reason: "x", source: "y" };
-  const invalid = "Approval provider returned an invalid answer";
+  const forgedAllow = Object.assign(Object.create(PermissionDecision.prototype) as object, fakeAllow);
 
   it.each([
     [
       "an approver that rejects",
       new CountingApproval(() => Promise.reject(new Error("approver down"))),
-      "Approval failed",
+      PROVIDER_FAILED,
     ],
-    ["an approver that throws synchronously", throwsNow, "Approval failed"],
-    ["a plain object that looks like an allow", new CountingApproval(fakeAllow), invalid],
-    ["a bare boolean true", answering(true), invalid],
-    ["the string yes", answering("yes"), invalid],
-    ["nothing at all", answering(undefined), invalid],
-    [
-      "an ask decision",
-      answering(new PermissionDecision("ask", "ask me later", "user")),
-      "Approval provider answered ask, not allow or deny",
-    ],
+    ["an approver that throws synchronously", throwsNow, PROVIDER_FAILED],
+    ["a plain object that looks like an allow", new CountingApproval(fakeAllow), INVALID],
+    ["an allow look-alike built on PermissionDecision's prototype", answering(forgedAllow), INVALID],
+    ["a bare boolean true", answering(true), INVALID],
+    ["the string yes", answering("yes"), INVALID],
+    ["nothing at all", answering(undefined), INVALID],
+    ["an ask decision", answering(new PermissionDecision("ask", "ask me later", "user")), notGranted(ASK_WRITE)],
     [
       "a passthrough decision",
       answering(new PermissionDecision("passthrough", "no opinion", "user")),
-      "Approval provider answered passthrough, not allow or deny",
+      notGranted(ASK_WRITE),
     ],
   ] satisfies [string, ApprovalProvider, string][])(
     "%s is a deny from approval, and the write does not happen",
@@ -650,7 +686,7 @@ describe("rule 4: no provider, provider error, invalid result, empty answer and 
       const r = rig(provider);
       const result = await runP03(r, [writeNotes()]);
 
-      expect(r.approval.pending).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
+      expect(r.approval.requests).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
       expect(toolMessages(result.history)).toEqual([["c1", denied(reason)]]);
       expect(r.files.calls).toEqual([]);
       await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
@@ -682,11 +718,11 @@ describe("rule 4: no provider, provider error, invalid result, empty answer and 
         "允许本次调用? [y/N] ",
       ].join("\n"),
     );
-    expect(toolMessages(result.history)).toEqual([["c1", denied("Denied by the user")]]);
-    expect(r.approval.pending).toHaveLength(1);
+    expect(toolMessages(result.history)).toEqual([["c1", denied(USER_DENIED)]]);
+    expect(r.approval.requests).toHaveLength(1);
     expect(r.files.calls).toEqual([]);
     await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
-    expect(r.audit.records).toEqual([["write_file", "deny", "user", "Denied by the user"]]);
+    expect(r.audit.records).toEqual([["write_file", "deny", "terminal-approval", USER_DENIED]]);
   });
 
   it("with no terminal on stdin, the call is denied without a question and stdin is never read", async () => {
@@ -702,7 +738,7 @@ describe("rule 4: no provider, provider error, invalid result, empty answer and 
     const result = await runP03(r, [writeNotes(), toolTurn(call("c2", "shell", { command: "Get-Date" }))]);
     terminal.close();
 
-    const reason = "No interactive approval input was available";
+    const reason = NO_TTY;
     expect(output.text).toBe("无交互输入，默认拒绝。\n无交互输入，默认拒绝。\n");
     expect(input.readableFlowing).toBeNull();
     expect(toolMessages(result.history)).toEqual([
@@ -735,7 +771,7 @@ describe("rule 5: every shell call is asked, whatever its text", () => {
     const r = rig(new CountingApproval(true));
     const result = await runP03(r, [toolTurn(call("c1", "shell", { command }))]);
 
-    expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+    expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(r.runner.calls).toEqual([{ command, cwd: workspace }]);
     expect(toolMessages(result.history)).toEqual([["c1", "a.txt"]]);
     expect(r.audit.records).toEqual([["shell", "allow", "user", APPROVED]]);
@@ -751,7 +787,7 @@ describe("rule 5: every shell call is asked, whatever its text", () => {
         "Error [invalid_arguments]: Invalid arguments for shell: command: Too small: expected string to have >=1 characters",
       ],
     ]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([]);
   });
@@ -772,7 +808,7 @@ describe("rule 5: every shell call is asked, whatever its text", () => {
     ]);
     const direct = await policyFor(r, { rules: [trustShell] }).decide(request);
 
-    expect(r.approval.pending).toEqual([
+    expect(r.approval.requests).toEqual([
       ["shell", "ask", "shell-default", ASK_SHELL],
       ["shell", "ask", "shell-default", ASK_SHELL],
     ]);
@@ -797,7 +833,7 @@ describe("rule 6: plain reads pass with no rule against them", () => {
       ["c1", README],
       ["c2", "readme.md\nsrc/app.ts"],
     ]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual(["readFile readme.md", "globFiles **/*"]);
     expect(r.audit.records).toEqual([
       ["read_file", "allow", "default", PASSED],
@@ -813,7 +849,7 @@ describe("rule 6: plain reads pass with no rule against them", () => {
       ["c1", "Error [path_escape]: Path escapes workspace: ../outside/secret.txt"],
     ]);
     expect(JSON.stringify(result.history)).not.toContain("top secret");
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual(["readFile ../outside/secret.txt"]);
     expect(r.audit.records).toEqual([["read_file", "allow", "default", PASSED]]);
   });
@@ -831,7 +867,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
     const r = rig(new CountingApproval(false));
     const result = await runBuilt(P02, r, writeAndEdit);
 
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(toolMessages(result.history)).toEqual([
       ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
       ["c2", "Edited readme.md"],
@@ -846,7 +882,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
     const r = rig(new CountingApproval(true));
     const result = await runBuilt(P02, r, [toolTurn(call("c1", "shell", { command: "Get-Date" }))]);
 
-    expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+    expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(r.runner.calls).toEqual([{ command: "Get-Date", cwd: workspace }]);
     expect(toolMessages(result.history)).toEqual([["c1", "a.txt"]]);
   });
@@ -864,7 +900,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
       ["c1", "Error [unknown_tool]: Unknown tool: write_file"],
       ["c2", "a.txt"],
     ]);
-    expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+    expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(r.runner.calls).toEqual([{ command: "Get-Date", cwd: workspace }]);
     expect(r.files.calls).toEqual([]);
     expect(r.audit.records).toEqual([]);
@@ -875,7 +911,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
     const r = rig(new CountingApproval(true));
     const result = await runP03(r, writeAndEdit);
 
-    expect(r.approval.pending).toEqual([
+    expect(r.approval.requests).toEqual([
       ["write_file", "ask", "confirm-file-write", ASK_WRITE],
       ["edit_file", "ask", "confirm-file-write", ASK_WRITE],
     ]);
@@ -898,7 +934,7 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
       toolTurn(call("c1", "edit_file", { path: "readme.md", old_text: "line two", new_text: "line 2" })),
     ]);
 
-    expect(r.approval.pending).toEqual([["edit_file", "ask", "confirm-file-write", ASK_WRITE]]);
+    expect(r.approval.requests).toEqual([["edit_file", "ask", "confirm-file-write", ASK_WRITE]]);
     expect(toolMessages(result.history)).toEqual([["c1", denied(REFUSED)]]);
     expect(r.files.calls).toEqual([]);
     expect(await readText(inWorkspace("readme.md"))).toBe(README);
@@ -906,23 +942,45 @@ describe("rule 7: P02 file writes are not asked, P03 write_file and edit_file ar
 });
 
 describe("rule 8: writes outside the workspace are a hard deny no rule, recommendation or human can lift", () => {
+  it("the book's three assertions: nobody is asked, the outside file is not created, the history stays paired", async () => {
+    const approval = new CountingApproval(true);
+    const model = new ScriptedModel([
+      toolTurn(call("c1", "write_file", { path: "../outside.txt", content: "x" })),
+      textTurn(DONE),
+    ]);
+    const agent = buildAgent(P03, { model, workspace, approvalProvider: approval, auditSink: { record: () => {} } });
+    const result = await agent.run("write outside");
+    // The book's own lines, word for word: the outside file is `../outside.txt` seen from the workspace.
+    const outside = join(root, "outside.txt");
+
+    expect(approval.requests).toEqual([]);
+    await expect(readFile(outside, "utf8")).rejects.toThrow();
+    validateToolPairing(result.history);
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "Error [permission_denied]: Writing outside the workspace is forbidden"],
+    ]);
+  });
+
   it("a relative path that climbs out is denied under P03 although the approver would say yes", async () => {
     const r = rig(new CountingApproval(true));
-    await expectHardDeny(r, await runP03(r, [outsideCalls("../outside/secret.txt")]));
+    await expectHardDeny(r, "../outside/secret.txt", await runP03(r, [outsideCalls("../outside/secret.txt")]));
   });
 
   it("an absolute path is denied under P03 and nothing is created there", async () => {
     const r = rig(new CountingApproval(true));
     const target = join(outside, "abs.txt");
     const result = await runP03(r, [outsideCalls(target)]);
-    await expectHardDeny(r, result);
+    await expectHardDeny(r, target, result);
     await expect(readFile(target)).rejects.toThrow();
   });
 
   posixOnly("a path through a symlinked folder that points outside is denied under P03", async () => {
     await symlink(outside, inWorkspace("link"), "dir");
     const r = rig(new CountingApproval(true));
-    await expectHardDeny(r, await runP03(r, [outsideCalls("link/secret.txt")]), ["link", ...WORKSPACE_AT_START]);
+    await expectHardDeny(r, "link/secret.txt", await runP03(r, [outsideCalls("link/secret.txt")]), [
+      "link",
+      ...WORKSPACE_AT_START,
+    ]);
   });
 
   posixOnly("a dangling symlink whose target would be created outside is denied under P03", async () => {
@@ -931,7 +989,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     const result = await runP03(r, [toolTurn(call("c1", "write_file", { path: "planted.txt", content: "pwned" }))]);
 
     expect(toolMessages(result.history)).toEqual([["c1", denied(OUTSIDE)]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual([]);
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
@@ -955,7 +1013,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
       isError: true,
       errorCode: "permission_denied",
     });
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", OUTSIDE]]);
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
@@ -978,7 +1036,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
       const result = await runWithPolicy(r, policyFor(r, { rules, boundary }), [writeNotes()]);
 
       expect(toolMessages(result.history)).toEqual([["c1", denied(UNRESOLVED)]]);
-      expect(r.approval.pending).toEqual([]);
+      expect(r.approval.requests).toEqual([]);
       expect(r.files.calls).toEqual([]);
       await expect(readFile(inWorkspace("notes.txt"))).rejects.toThrow();
       expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", UNRESOLVED]]);
@@ -990,10 +1048,59 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     "under P03 the chapter 2 path rule refusing %j is the boundary's hard deny, never asked",
     async (path) => {
       const r = rig(new CountingApproval(true));
-      await expectHardDeny(r, await runP03(r, [outsideCalls(path)]));
+      await expectHardDeny(r, path, await runP03(r, [outsideCalls(path)]));
       expect(r.runner.calls).toEqual([]);
     },
   );
+
+  // The book: the boundary inherits every guarantee of chapter 2's safePath, each refusal a plain "outside".
+  it("chapter 3 any path rule of chapter 2 is an outside path", async () => {
+    const absolute = join(outside, "abs.txt");
+    const paths = [...CHAPTER_TWO_REFUSED, "../outside.txt", absolute];
+    const approval = new CountingApproval(true);
+    const audit = new RecordingAudit();
+    const runner = new FakeCommandRunner();
+    const model = new ScriptedModel([
+      toolTurn(
+        ...paths.flatMap((path, i) => [
+          call(`w${i}`, "write_file", { path, content: "pwned" }),
+          call(`e${i}`, "edit_file", { path, old_text: "top", new_text: "pwned" }),
+        ]),
+      ),
+      textTurn(DONE),
+    ]);
+    // No file system injected: the real NodeWorkspaceFileSystem is the handlers' and the boundary's.
+    const agent = buildAgent(P03, {
+      model,
+      workspace,
+      commandRunner: runner,
+      approvalProvider: approval,
+      auditSink: audit,
+    });
+    const result = await agent.run("go");
+
+    expect(toolMessages(result.history)).toEqual(
+      paths.flatMap((_, i) => [
+        [`w${i}`, "Error [permission_denied]: Writing outside the workspace is forbidden"],
+        [`e${i}`, "Error [permission_denied]: Writing outside the workspace is forbidden"],
+      ]),
+    );
+    expect(JSON.stringify(result.history)).not.toContain(UNRESOLVED);
+    expect(approval.requests).toEqual([]);
+    expect(audit.records).toEqual(
+      paths.flatMap(() => [
+        ["write_file", "deny", "workspace-boundary", OUTSIDE],
+        ["edit_file", "deny", "workspace-boundary", OUTSIDE],
+      ]),
+    );
+    expect(runner.calls).toEqual([]);
+    await expect(readFile(join(root, "outside.txt"), "utf8")).rejects.toThrow();
+    await expect(readFile(absolute, "utf8")).rejects.toThrow();
+    await expect(readFile(inWorkspace("x.txt"), "utf8")).rejects.toThrow();
+    expect(await workspaceEntries()).toEqual(WORKSPACE_AT_START);
+    expect(await outsideState()).toEqual(UNTOUCHED);
+    validateToolPairing(result.history);
+  });
 
   it.each(CHAPTER_TWO_REFUSED)("under P02 the same path %j is the handler's path_escape", async (path) => {
     const r = rig(new CountingApproval(true));
@@ -1004,7 +1111,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
       ["c1", escape],
       ["c2", escape],
     ]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual([`writeFile ${path}`, `editFile ${path}`]);
     expect(await outsideState()).toEqual(UNTOUCHED);
     expect(await workspaceEntries()).toEqual(WORKSPACE_AT_START);
@@ -1032,7 +1139,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     const decision = await policyFor(r, { rules: [writeRule("allow-rule", "allow")] }).decide(request);
 
     expect(decision).toStrictEqual(new PermissionDecision("deny", UNRESOLVED, "workspace-boundary"));
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual([]);
     expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", UNRESOLVED]]);
     expect(await readdir(root)).toEqual(["outside", "ws"]);
@@ -1046,7 +1153,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     const result = await runWithPolicy(r, policyFor(r, { boundary }), [writeNotes()]);
 
     expect(toolMessages(result.history)).toEqual([["c1", denied(UNRESOLVED)]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual([]);
     expect(r.audit.records).toEqual([["write_file", "deny", "workspace-boundary", UNRESOLVED]]);
   });
@@ -1060,7 +1167,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
       ["c1", escape],
       ["c2", escape],
     ]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(r.files.calls).toEqual(["writeFile ../outside/secret.txt", "editFile ../outside/secret.txt"]);
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
@@ -1071,7 +1178,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     const result = await runBuilt(P02, r, [toolTurn(call("c1", "write_file", { path: target, content: "pwned" }))]);
 
     expect(toolMessages(result.history)).toEqual([["c1", `Error [path_escape]: Path escapes workspace: ${target}`]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     await expect(readFile(target)).rejects.toThrow();
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
@@ -1084,7 +1191,7 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     ]);
 
     expect(toolMessages(result.history)).toEqual([["c1", "Error [path_escape]: Path escapes workspace: link/new.txt"]]);
-    expect(r.approval.pending).toEqual([]);
+    expect(r.approval.requests).toEqual([]);
     expect(await outsideState()).toEqual(UNTOUCHED);
   });
 });
@@ -1131,7 +1238,7 @@ describe("rule 9: denials and evaluation failures still produce a tool result pa
     ]);
     expect(r.files.calls).toEqual(["readFile readme.md"]);
     expect(r.runner.calls).toEqual([]);
-    expect(r.approval.pending).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+    expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
     expect(audit.records).toEqual([
       ["read_file", "allow", "default", PASSED],
       ["write_file", "deny", "workspace-boundary", OUTSIDE],
@@ -1159,6 +1266,19 @@ describe("rule 9: denials and evaluation failures still produce a tool result pa
     ["an ask decision", new PermissionDecision("ask", "still asking", "rogue")],
     ["a passthrough decision", new PermissionDecision("passthrough", "no opinion", "rogue")],
     ["a plain object shaped like an allow", { behavior: "allow", reason: "trust me", source: "rogue" }],
+    [
+      "a plain object that claims isAllowed",
+      { behavior: "allow", reason: "trust me", source: "rogue", isAllowed: true },
+    ],
+    [
+      // Its inherited isAllowed getter reads behavior, so it says true: only the brand check stops it.
+      "an allow look-alike built on PermissionDecision's prototype",
+      Object.assign(Object.create(PermissionDecision.prototype) as object, {
+        behavior: "allow",
+        reason: "trust me",
+        source: "rogue",
+      }),
+    ],
     ["undefined", undefined],
   ])(
     "a policy that returns %s fails closed as an evaluation error and the handler never runs",
@@ -1210,12 +1330,15 @@ describe("rule 10: every final P03 decision is audited", () => {
       "fs globFiles **/*.md",
       "audit read_file: allow (default)",
       "fs readFile readme.md",
+      "boundary notes.txt",
       "approve? write_file: ask (confirm-file-write)",
       "audit write_file: allow (user)",
       "fs writeFile notes.txt",
       "approve? shell: ask (shell-default)",
       "audit shell: deny (user)",
+      "boundary ../outside/secret.txt",
       "audit write_file: deny (workspace-boundary)",
+      "boundary notes.txt",
       "approve? edit_file: ask (confirm-file-write)",
       "audit edit_file: allow (user)",
       "fs editFile notes.txt",
@@ -1259,7 +1382,42 @@ describe("rule 10: every final P03 decision is audited", () => {
         "",
       ].join("\n"),
     );
-    expect(r.approval.pending).toHaveLength(1);
+    expect(r.approval.requests).toHaveLength(1);
+  });
+
+  it("on a terminal, an approved and a refused write are audited exactly as the book prints them", async () => {
+    const input = new PassThrough();
+    const output = new Collected();
+    const terminal = new Terminal(output, { interactive: false, color: false });
+    const approval = new TerminalApprovalProvider(input, terminal, true);
+    const r = rig(approval);
+    input.write("y\n\n");
+    const result = await runP03(
+      r,
+      [writeNotes("c1", "first"), writeNotes("c2", "second")],
+      new TerminalAuditSink(terminal),
+    );
+    approval.close();
+
+    const question = (content: string): string =>
+      [
+        "工具调用需要批准: write_file",
+        `原因: ${ASK_WRITE}`,
+        `参数: ${JSON.stringify({ path: "notes.txt", content })}`,
+        "允许本次调用? [y/N] ",
+      ].join("\n");
+    // The prompt leaves the line open for the answer; in a real terminal the typed Enter ends it.
+    expect(output.text).toBe(
+      question("first") +
+        "[Permission] write_file: allow (terminal-approval) - User approved this tool call\n" +
+        question("second") +
+        "[Permission] write_file: deny (terminal-approval) - User denied this tool call\n",
+    );
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
+      ["c2", "Error [permission_denied]: User denied this tool call"],
+    ]);
+    expect(await readText(inWorkspace("notes.txt"))).toBe("first");
   });
 
   it.each(["throws", "rejects"] as const)(
@@ -1284,8 +1442,8 @@ describe("rule 10: every final P03 decision is audited", () => {
         ["c2", EVALUATION_FAILED],
         ["c3", EVALUATION_FAILED],
       ]);
-      // Approval came first, so the failed audit was about the user's allow, not the pending ask.
-      expect(r.approval.pending).toEqual([
+      // Approval came first, so the failed audit was about the user's allow, not the proposed ask.
+      expect(r.approval.requests).toEqual([
         ["write_file", "ask", "confirm-file-write", ASK_WRITE],
         ["shell", "ask", "shell-default", ASK_SHELL],
       ]);
@@ -1301,19 +1459,282 @@ describe("rule 10: every final P03 decision is audited", () => {
   );
 });
 
-describe("the chapter 3 composition root", () => {
-  const model = new ScriptedModel([textTurn(DONE)]);
-
-  it("refuses to build chapter 3 without an approval provider", () => {
-    expect(() => buildAgent(P03, { model, workspace, auditSink: new RecordingAudit() })).toThrow(
-      new TypeError("approvalProvider is required for chapter 3 or later"),
+// BOOK decision 3: the approver checks for a terminal before anything else, and with none it asks nothing.
+describe("BOOK decision 3: with no terminal on stdin the approver asks nothing and denies", () => {
+  it("with no terminal the approver prints only 无交互输入，默认拒绝。 and the audit line names terminal-approval", async () => {
+    const input = new PassThrough();
+    const output = new Collected();
+    const terminal = new Terminal(output, { interactive: false, color: false });
+    const approval = new TerminalApprovalProvider(input, terminal, false);
+    const r = rig(approval);
+    input.write("y\n");
+    const result = await runP03(
+      r,
+      [toolTurn(call("c1", "shell", { command: "Get-Date" }))],
+      new TerminalAuditSink(terminal),
     );
+    approval.close();
+
+    // The refusal first, then the audit: no question, no tool name, no arguments, no prompt.
+    expect(output.text).toBe(
+      "无交互输入，默认拒绝。\n[Permission] shell: deny (terminal-approval) - No interactive approval input was available\n",
+    );
+    expect(output.text).not.toContain("工具调用需要批准");
+    expect(output.text).not.toContain("允许本次调用");
+    expect(input.readableFlowing).toBeNull();
+    expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "Error [permission_denied]: No interactive approval input was available"],
+    ]);
+    expect(r.runner.calls).toEqual([]);
+    validateToolPairing(result.history);
+  });
+});
+
+// BOOK decision 4: the chapter 3 text's order; among equal candidates the first one speaks for all.
+describe("BOOK decision 4: participants speak in the order boundary, shell default, rules, recommendations", () => {
+  /** A rule that never matches and writes down on the timeline that its matcher ran. */
+  const recorder = (r: Rig): PermissionRule =>
+    new PermissionRule({
+      name: "recorder",
+      behavior: "deny",
+      reason: "never matches",
+      matches: (request) => {
+        r.timeline.push(`rule sees ${request.toolName}`);
+        return false;
+      },
+    });
+
+  it("the boundary is consulted before any rule matcher runs, and the approver only after both", async () => {
+    const r = rig(new CountingApproval(true));
+    await runWithPolicy(r, policyFor(r, { rules: [recorder(r), CONFIRM_FILE_WRITE] }), [writeNotes()]);
+
+    expect(r.timeline).toEqual([
+      "boundary notes.txt",
+      "rule sees write_file",
+      "approve? write_file: ask (confirm-file-write)",
+      "audit write_file: allow (user)",
+      "fs writeFile notes.txt",
+    ]);
   });
 
-  it("refuses to build chapter 3 without an audit sink", () => {
-    expect(() => buildAgent(P03, { model, workspace, approvalProvider: new CountingApproval(true) })).toThrow(
-      new TypeError("auditSink is required for chapter 3 or later"),
+  it("a boundary deny does not cut the rules short: they still run after it, and nobody is asked", async () => {
+    const r = rig(new CountingApproval(true));
+    const result = await runWithPolicy(r, policyFor(r, { rules: [recorder(r), CONFIRM_FILE_WRITE] }), [
+      toolTurn(call("c1", "write_file", { path: "../outside/x.txt", content: "x" })),
+    ]);
+
+    expect(r.timeline).toEqual([
+      "boundary ../outside/x.txt",
+      "rule sees write_file",
+      "audit write_file: deny (workspace-boundary)",
+    ]);
+    expect(toolMessages(result.history)).toEqual([["c1", denied(OUTSIDE)]]);
+    expect(r.approval.requests).toEqual([]);
+    await expect(readFile(join(outside, "x.txt"))).rejects.toThrow();
+  });
+
+  const hook = (behavior: PermissionBehavior): PermissionDecision =>
+    new PermissionDecision(behavior, `hook says ${behavior}`, "hook");
+
+  it("among denies the boundary's comes first, before a deny rule's and a deny recommendation's", async () => {
+    const r = rig(new CountingApproval(true));
+    const request = requestFor(r, "write_file", { path: "../outside/x.txt", content: "x" }, [hook("deny")]);
+    const decision = await policyFor(r, { rules: [writeRule("deny-rule", "deny")] }).decide(request);
+
+    expect(decision).toStrictEqual(new PermissionDecision("deny", OUTSIDE, "workspace-boundary"));
+    expect(r.approval.requests).toEqual([]);
+  });
+
+  it("among asks the shell default's comes first: an ask rule and an ask recommendation do not change the question", async () => {
+    const r = rig(new CountingApproval(true));
+    const askShell = new PermissionRule({
+      name: "ask-shell",
+      behavior: "ask",
+      reason: "ask-shell says ask",
+      matches: (request) => request.toolName === "shell",
+    });
+    const request = requestFor(r, "shell", { command: "Get-Date" }, [hook("ask")]);
+    await policyFor(r, { rules: [askShell] }).decide(request);
+
+    expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+  });
+
+  it("among asks a rule comes before a recommendation: the approver is shown confirm-file-write, not the hook", async () => {
+    const r = rig(new CountingApproval(true));
+    const request = requestFor(r, "write_file", { path: "notes.txt", content: "x" }, [hook("ask")]);
+    await policyFor(r).decide(request);
+
+    expect(r.approval.requests).toEqual([["write_file", "ask", "confirm-file-write", ASK_WRITE]]);
+  });
+
+  it("among denies a rule comes before a recommendation, though the recommendation is listed first", async () => {
+    const r = rig(new CountingApproval(true));
+    const denyReads = new PermissionRule({
+      name: "deny-reads",
+      behavior: "deny",
+      reason: "deny-reads says deny",
+      matches: (request) => request.toolName === "read_file",
+    });
+    const request = requestFor(r, "read_file", { path: "readme.md" }, [hook("deny")]);
+    const decision = await policyFor(r, { rules: [denyReads] }).decide(request);
+
+    expect(decision).toStrictEqual(new PermissionDecision("deny", "deny-reads says deny", "deny-reads"));
+    expect(r.audit.records).toEqual([["read_file", "deny", "deny-reads", "deny-reads says deny"]]);
+    expect(r.approval.requests).toEqual([]);
+  });
+});
+
+// BOOK decision 5: the approver needs the reason it prints, so the policy hands it the merged ask.
+describe("BOOK decision 5: the approver receives the merged ask as request.proposedDecision", () => {
+  it("the approver is given the winning ask as proposedDecision, and the request the policy judged carries none", async () => {
+    const approval = new CountingApproval(true);
+    const r = rig(approval);
+    const seenByRule: (PermissionDecision | undefined)[] = [];
+    const watcher = new PermissionRule({
+      name: "watcher",
+      behavior: "ask",
+      reason: "never matches",
+      matches: (request) => (seenByRule.push(request.proposedDecision), false),
+    });
+    const result = await runWithPolicy(r, policyFor(r, { rules: [watcher, CONFIRM_FILE_WRITE] }), [writeNotes()]);
+
+    expect(approval.requests).toEqual([
+      { toolName: "write_file", reason: ASK_WRITE, arguments: { path: "notes.txt", content: "hello" } },
+    ]);
+    expect(approval.received).toHaveLength(1);
+    expect(approval.received[0]?.proposedDecision).toStrictEqual(
+      new PermissionDecision("ask", ASK_WRITE, "confirm-file-write"),
     );
+    expect(approval.received[0]?.context).toEqual({ workspace, identity: "user" });
+    expect(seenByRule).toEqual([undefined]);
+    expect(toolMessages(result.history)).toEqual([["c1", "Wrote 5 UTF-8 bytes to notes.txt"]]);
+    expect(await readText(inWorkspace("notes.txt"))).toBe("hello");
+  });
+
+  it("through buildAgent the shell's approver is proposed the shell default's ask", async () => {
+    const approval = new CountingApproval(false);
+    const r = rig(approval);
+    const result = await runP03(r, [toolTurn(call("c1", "shell", { command: "Get-Date" }))]);
+
+    expect(approval.requests).toEqual([{ toolName: "shell", reason: ASK_SHELL, arguments: { command: "Get-Date" } }]);
+    expect(approval.received[0]?.proposedDecision).toStrictEqual(
+      new PermissionDecision("ask", ASK_SHELL, "shell-default"),
+    );
+    expect(toolMessages(result.history)).toEqual([["c1", denied(REFUSED)]]);
+    expect(r.runner.calls).toEqual([]);
+  });
+
+  it("the terminal's 原因 line is the reason of the ask it was proposed, whichever rule won", async () => {
+    const input = new PassThrough();
+    const output = new Collected();
+    const approval = new TerminalApprovalProvider(
+      input,
+      new Terminal(output, { interactive: false, color: false }),
+      true,
+    );
+    const r = rig(approval);
+    input.write("y\nn\n");
+    const review = writeRule("review-notes", "ask");
+    const result = await runWithPolicy(r, policyFor(r, { rules: [review, CONFIRM_FILE_WRITE] }), [
+      toolTurn(call("c1", "shell", { command: "Get-ChildItem -Force" })),
+      writeNotes("c2"),
+    ]);
+    approval.close();
+
+    expect(output.text).toBe(
+      [
+        "工具调用需要批准: shell",
+        "原因: Shell execution requires approval",
+        '参数: {"command":"Get-ChildItem -Force"}',
+        "允许本次调用? [y/N] 工具调用需要批准: write_file",
+        "原因: review-notes says ask",
+        '参数: {"path":"notes.txt","content":"hello"}',
+        "允许本次调用? [y/N] ",
+      ].join("\n"),
+    );
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "a.txt"],
+      ["c2", "Error [permission_denied]: User denied this tool call"],
+    ]);
+    expect(r.runner.calls).toEqual([{ command: "Get-ChildItem -Force", cwd: workspace }]);
+    expect(r.files.calls).toEqual([]);
+  });
+});
+
+describe("the chapter 3 composition root", () => {
+  /** What `build` threw; a test fails if it threw nothing. */
+  const caught = (build: () => unknown): unknown => {
+    try {
+      build();
+    } catch (error) {
+      return error;
+    }
+    throw new Error("expected the build to throw");
+  };
+  const model = new ScriptedModel([textTurn(DONE)]);
+
+  it("refuses to build chapter 3 without an approval provider, with a plain Error naming it", () => {
+    const thrown = caught(() => buildAgent(P03, { model, workspace, auditSink: new RecordingAudit() }));
+    expect(thrown).toStrictEqual(new Error("approvalProvider is required for chapter 3 or later"));
+    expect(thrown).not.toBeInstanceOf(TypeError);
+  });
+
+  it("refuses to build chapter 3 without an audit sink, with a plain Error naming it", () => {
+    const thrown = caught(() => buildAgent(P03, { model, workspace, approvalProvider: new CountingApproval(true) }));
+    expect(thrown).toStrictEqual(new Error("auditSink is required for chapter 3 or later"));
+    expect(thrown).not.toBeInstanceOf(TypeError);
+  });
+
+  it("the file system passed to buildAgent is the write boundary the policy asks, with the real workspace and the model's path", async () => {
+    const files = new FakeFileSystem();
+    const approval = new CountingApproval(true);
+    const audit = new RecordingAudit();
+    const agentModel = new ScriptedModel([
+      toolTurn(
+        call("c1", "write_file", { path: "notes.txt", content: "hello" }),
+        // Chapter 2's safePath refuses a device name, but this boundary says inside: its word is the one taken.
+        call("c2", "write_file", { path: "NUL.txt", content: "x" }),
+        call("c3", "edit_file", { path: "../x.txt", old_text: "a", new_text: "b" }),
+      ),
+      textTurn(DONE),
+    ]);
+    const agent = buildAgent(P03, {
+      model: agentModel,
+      workspace,
+      commandRunner: new FakeCommandRunner(),
+      fileSystem: files,
+      approvalProvider: approval,
+      auditSink: audit,
+    });
+    const result = await finish(agent);
+
+    expect(files.boundaryCalls).toEqual([
+      [workspace, "notes.txt"],
+      [workspace, "NUL.txt"],
+      [workspace, "../x.txt"],
+    ]);
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "Wrote 5 UTF-8 bytes to notes.txt"],
+      ["c2", "Wrote 1 UTF-8 bytes to NUL.txt"],
+      ["c3", denied(OUTSIDE)],
+    ]);
+    expect(approval.requests.map((seen) => [seen.toolName, seen.reason])).toEqual([
+      ["write_file", ASK_WRITE],
+      ["write_file", ASK_WRITE],
+    ]);
+    expect(files.calls).toEqual([
+      ["writeFile", workspace, "notes.txt", "hello"],
+      ["writeFile", workspace, "NUL.txt", "x"],
+    ]);
+    expect(audit.records).toEqual([
+      ["write_file", "allow", "user", APPROVED],
+      ["write_file", "allow", "user", APPROVED],
+      ["edit_file", "deny", "workspace-boundary", OUTSIDE],
+    ]);
+    // The fake holds its files in memory: the real disk is as it was.
+    expect(await workspaceEntries()).toEqual(WORKSPACE_AT_START);
+    expect(await outsideState()).toEqual(UNTOUCHED);
   });
 
   it("rejects a forged chapter 3 profile even when it carries P03's own capabilities", () => {

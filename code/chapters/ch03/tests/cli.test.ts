@@ -9,9 +9,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { SYSTEM_PROMPT } from "../src/bootstrap.js";
 import { helpText } from "../src/cli/args.js";
-import { isYes, TerminalApprovalProvider } from "../src/cli/terminal-approval.js";
 import { Terminal } from "../src/cli/terminal.js";
-import { runCli, type CliIO } from "../src/cli.js";
+import { isYes, runCli, TerminalApprovalProvider, TerminalAuditSink, type CliIO } from "../src/cli.js";
 import { toolCall } from "../src/core/messages.js";
 import { PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
 import type { ValidToolCall } from "../src/core/tools.js";
@@ -27,7 +26,7 @@ import { SHELL_TOOL } from "./support/shell-tool.js";
 const RUN = ["run", "--chapter", "3"];
 const LIST = { id: "call_1", name: "shell", arguments: '{"command":"Get-ChildItem"}' };
 const DENIED = "Error [permission_denied]: No interactive approval input was available";
-const DENIED_BY_USER = "Error [permission_denied]: Denied by the user";
+const DENIED_BY_USER = "Error [permission_denied]: User denied this tool call";
 const FINAL = "I could not list the files: the call was not approved.";
 const NO_TTY = "无交互输入，默认拒绝。";
 /** Chapter 3 prints every final decision: a shell call refused for want of a TTY is the notice, then its audit line. */
@@ -344,7 +343,7 @@ describe("runCli against a loopback model", () => {
     expect(run).toStrictEqual({
       code: 0,
       stdout: `${FINAL}\n`,
-      stderr: `→ shell {"command":"Get-ChildItem"}\n${askLines("Get-ChildItem")}[Permission] shell: deny (user) - Denied by the user\n  ✗ denied\n`,
+      stderr: `→ shell {"command":"Get-ChildItem"}\n${askLines("Get-ChildItem")}[Permission] shell: deny (terminal-approval) - User denied this tool call\n  ✗ denied\n`,
     });
     expect(server.requests[1]).toStrictEqual(deniedSecondRequest("loopback-model", "List the files", DENIED_BY_USER));
   });
@@ -370,7 +369,7 @@ describe("runCli against a loopback model", () => {
       expect(run).toStrictEqual({
         code: 0,
         stdout: "命令执行成功，输出是 42。\n",
-        stderr: `→ shell {"command":"Write-Output 42"}\n${askLines("Write-Output 42")}[Permission] shell: allow (user) - Approved by the user\n  ✓ ok\n`,
+        stderr: `→ shell {"command":"Write-Output 42"}\n${askLines("Write-Output 42")}[Permission] shell: allow (terminal-approval) - User approved this tool call\n  ✓ ok\n`,
       });
       expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
         role: "tool",
@@ -469,7 +468,7 @@ describe("runCli with chapter 3's policy over the file tools", () => {
     expect(run).toStrictEqual({
       code: 0,
       stdout: "Wrote it.\n",
-      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: allow (user) - Approved by the user\n  ✓ ok\n`,
+      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: allow (terminal-approval) - User approved this tool call\n  ✓ ok\n`,
     });
     expect(await readFile(join(workspace, "notes", "a.txt"), "utf8")).toBe("hi\n");
     expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
@@ -490,7 +489,7 @@ describe("runCli with chapter 3's policy over the file tools", () => {
     expect(run).toStrictEqual({
       code: 0,
       stdout: "Not written.\n",
-      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: deny (user) - Denied by the user\n  ✗ denied\n`,
+      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: deny (terminal-approval) - User denied this tool call\n  ✗ denied\n`,
     });
     expect(await readdir(workspace)).toEqual([]);
     expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
@@ -538,6 +537,54 @@ describe("runCli with chapter 3's policy over the file tools", () => {
     expect(server.requests.map((request) => (request as { tools: unknown }).tools)).toStrictEqual([
       [SHELL_TOOL],
       [SHELL_TOOL],
+    ]);
+  });
+
+  it("run --chapter 1 on a terminal asks the shell with Shell execution requires approval and prints no [Permission] line", async () => {
+    const server = await callThenAnswer();
+    const run = await runIn(["run", "--chapter", "1", "--prompt", "List the files"], {
+      entry: null,
+      env: envFor(server),
+      stdin: "n\n",
+      stdinIsTTY: true,
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: `${FINAL}\n`,
+      stderr: `→ shell ${LIST.arguments}\n${askLines("Get-ChildItem")}  ✗ denied\n`,
+    });
+    expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
+      role: "tool",
+      tool_call_id: LIST.id,
+      content: DENIED_BY_USER,
+    });
+  });
+
+  it("run --chapter 2 on a terminal writes without asking, asks only the shell, and prints no [Permission] line", async () => {
+    const server = await startLoopbackOpenAI((body) =>
+      (body as { messages: { role: string }[] }).messages.some((message) => message.role === "tool")
+        ? { json: completion({ content: "Wrote, did not list." }) }
+        : { json: completion({ toolCalls: [WRITE, LIST] }) },
+    );
+    servers.push(server);
+    const workspace = await tempFolder();
+    const run = await runIn(["run", "--chapter", "2", "--prompt", "Write, then list", "--workspace", workspace], {
+      entry: null,
+      env: envFor(server),
+      stdin: "n\n",
+      stdinIsTTY: true,
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: "Wrote, did not list.\n",
+      stderr:
+        `→ write_file ${WRITE.arguments}\n  ✓ ok\n` +
+        `→ shell ${LIST.arguments}\n${askLines("Get-ChildItem")}  ✗ denied\n`,
+    });
+    expect(await readFile(join(workspace, "notes", "a.txt"), "utf8")).toBe("hi\n");
+    expect((server.requests[1] as { messages: unknown[] }).messages.slice(-2)).toStrictEqual([
+      { role: "tool", tool_call_id: "call_w", content: "Wrote 3 UTF-8 bytes to notes/a.txt" },
+      { role: "tool", tool_call_id: LIST.id, content: DENIED_BY_USER },
     ]);
   });
 });
@@ -615,10 +662,14 @@ describe("TerminalApprovalProvider", () => {
   );
   if (prepared.error !== undefined) throw new Error(prepared.error.content);
   const context = { workspace: "/ws", identity: "user" };
-  const request = new PermissionRequest({ prepared, context });
-  const pending = new PermissionDecision("ask", REASON, "shell-default");
-  const ALLOWED = new PermissionDecision("allow", "Approved by the user", "user");
-  const REFUSED = new PermissionDecision("deny", "Denied by the user", "user");
+  /** What the policy hands the approver: the call, and the merged ask whose reason is shown. */
+  const request = new PermissionRequest({
+    prepared,
+    context,
+    proposedDecision: new PermissionDecision("ask", REASON, "shell-default"),
+  });
+  const ALLOWED = new PermissionDecision("allow", "User approved this tool call", "terminal-approval");
+  const REFUSED = new PermissionDecision("deny", "User denied this tool call", "terminal-approval");
 
   function provider(isTTY: boolean): { input: PassThrough; output: Sink; approval: TerminalApprovalProvider } {
     const input = new PassThrough();
@@ -634,7 +685,7 @@ describe("TerminalApprovalProvider", () => {
   it("without a TTY on stdin refuses without asking and never reads stdin", async () => {
     const { input, output, approval } = provider(false);
     input.write("y\n");
-    expect(await approval.requestApproval(request, pending)).toStrictEqual(
+    expect(await approval.decide(request)).toStrictEqual(
       new PermissionDecision("deny", "No interactive approval input was available", "terminal-approval"),
     );
     approval.close();
@@ -644,7 +695,7 @@ describe("TerminalApprovalProvider", () => {
 
   it("on a TTY prints the tool, the reason, the arguments as JSON, then the question", async () => {
     const { input, output, approval } = provider(true);
-    const answer = approval.requestApproval(request, pending);
+    const answer = approval.decide(request);
     input.write("y\n");
     expect(await answer).toStrictEqual(ALLOWED);
     approval.close();
@@ -660,10 +711,12 @@ describe("TerminalApprovalProvider", () => {
       definition: { ...prepared.definition, name: "shell\u001b[2J" },
       arguments: { command: "\u009b2Jrm -r ." },
     };
-    const hostile = new PermissionRequest({ prepared: forged, context });
-    expect(await approval.requestApproval(hostile, new PermissionDecision("ask", "\u001b[8m", "rule"))).toStrictEqual(
-      REFUSED,
-    );
+    const hostile = new PermissionRequest({
+      prepared: forged,
+      context,
+      proposedDecision: new PermissionDecision("ask", "\u001b[8m", "rule"),
+    });
+    expect(await approval.decide(hostile)).toStrictEqual(REFUSED);
     approval.close();
     expect(output.text).toBe(
       [
@@ -676,21 +729,21 @@ describe("TerminalApprovalProvider", () => {
   });
 
   it.each(["y\n", "Y\n", "yes\n", "YES \n", " yes\n", "y\r\n"])(
-    "on a TTY, answer %j allows the call",
+    "on a TTY, answer %j allows the call: User approved this tool call, from terminal-approval",
     async (typed) => {
       const { input, approval } = provider(true);
       input.end(typed);
-      expect(await approval.requestApproval(request, pending)).toStrictEqual(ALLOWED);
+      expect(await approval.decide(request)).toStrictEqual(ALLOWED);
       approval.close();
     },
   );
 
   it.each(["n\n", "\n", "yeah\n", "no\n", "y es\n", "", "ye"])(
-    "on a TTY, answer %j refuses the call",
+    "on a TTY, answer %j refuses the call: User denied this tool call, from terminal-approval",
     async (typed) => {
       const { input, approval } = provider(true);
       input.end(typed);
-      expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
+      expect(await approval.decide(request)).toStrictEqual(REFUSED);
       approval.close();
     },
   );
@@ -698,8 +751,8 @@ describe("TerminalApprovalProvider", () => {
   it("answers typed ahead in one chunk go to the questions in order", async () => {
     const { input, output, approval } = provider(true);
     input.write("y\nn\n");
-    expect(await approval.requestApproval(request, pending)).toStrictEqual(ALLOWED);
-    expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
+    expect(await approval.decide(request)).toStrictEqual(ALLOWED);
+    expect(await approval.decide(request)).toStrictEqual(REFUSED);
     approval.close();
     expect(output.text).toBe(askLines("Get-ChildItem") + askLines("Get-ChildItem"));
   });
@@ -707,10 +760,39 @@ describe("TerminalApprovalProvider", () => {
   it("after the end of input every further question is refused", async () => {
     const { input, approval } = provider(true);
     input.end("y\n");
-    expect(await approval.requestApproval(request, pending)).toStrictEqual(ALLOWED);
-    expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
-    expect(await approval.requestApproval(request, pending)).toStrictEqual(REFUSED);
+    expect(await approval.decide(request)).toStrictEqual(ALLOWED);
+    expect(await approval.decide(request)).toStrictEqual(REFUSED);
+    expect(await approval.decide(request)).toStrictEqual(REFUSED);
     approval.close();
+  });
+});
+
+describe("TerminalAuditSink", () => {
+  const prepared = createChapterOneTools(new FakeCommandRunner()).prepare(
+    toolCall("call_1", "shell", '{"command":"Get-ChildItem"}'),
+  );
+  if (prepared.error !== undefined) throw new Error(prepared.error.content);
+  const request = new PermissionRequest({ prepared, context: { workspace: "/ws", identity: "user" } });
+
+  it("prints one line per decision: [Permission] <tool>: <behavior> (<source>) - <reason>", () => {
+    const output = new Sink();
+    const sink = new TerminalAuditSink(new Terminal(output, { interactive: false, color: false }));
+    sink.record(request, new PermissionDecision("allow", "User approved this tool call", "terminal-approval"));
+    sink.record(
+      request,
+      new PermissionDecision("deny", "Writing outside the workspace is forbidden", "workspace-boundary"),
+    );
+    expect(output.text).toBe(
+      "[Permission] shell: allow (terminal-approval) - User approved this tool call\n" +
+        "[Permission] shell: deny (workspace-boundary) - Writing outside the workspace is forbidden\n",
+    );
+  });
+
+  it("shows control characters in a reason as escapes instead of sending them to the terminal", () => {
+    const output = new Sink();
+    const sink = new TerminalAuditSink(new Terminal(output, { interactive: false, color: false }));
+    sink.record(request, new PermissionDecision("deny", "rule said \u001b[2Jno", "rule"));
+    expect(output.text).toBe("[Permission] shell: deny (rule) - rule said \\u001b[2Jno\n");
   });
 });
 

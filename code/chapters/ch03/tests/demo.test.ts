@@ -6,10 +6,11 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { powershell } from "./support/powershell.js";
+import { prepareDemo } from "../src/cli/demo.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch03.ts", import.meta.url));
-const walkthrough = JSON.parse(readFileSync(new URL("../demo/walkthrough.json", import.meta.url), "utf8")) as {
+/** Chapter 3's own walkthrough: what `npm run ch03 -- --demo` replays. */
+const walkthrough = JSON.parse(readFileSync(new URL("../demo/ch03.json", import.meta.url), "utf8")) as {
   messages: { role: string; content: string | null }[];
 };
 /** The walkthrough's last assistant turn: the demo's final answer. */
@@ -35,11 +36,28 @@ function announcedWorkspace(output: string): string {
   return workspace;
 }
 
+/** The snapshot's own `.ts` sources, as the demo workspace holds them under `chapters/ch03/src/`, sorted. */
+function seededSources(): string[] {
+  const src = fileURLToPath(new URL("../src/", import.meta.url));
+  return (readdirSync(src, { recursive: true }) as string[])
+    .filter((file) => file.endsWith(".ts"))
+    .map((file) => `chapters/ch03/src/${file.replace(/\\/g, "/")}`)
+    .sort();
+}
+
+// The book's calls A, B and C, as the progress lines show them.
+const CALL_A = '→ glob {"pattern":"chapters/ch03/src/**/*.ts"}';
+const CALL_B = '→ write_file {"path":"chapter3-note.txt","content":"第 3 章在工具准备和执行之间插入了权限策略。\\n"}';
+const CALL_C = '→ write_file {"path":"../outside.txt","content":"x"}';
+const NOTE_CONTENT = "第 3 章在工具准备和执行之间插入了权限策略。\n";
+
 const NO_TTY = "无交互输入，默认拒绝。";
 const GLOB_ALLOWED = "[Permission] glob: allow (default) - No permission rule blocked the request";
-const SHELL_NO_TTY = "[Permission] shell: deny (terminal-approval) - No interactive approval input was available";
 const WRITE_NO_TTY = "[Permission] write_file: deny (terminal-approval) - No interactive approval input was available";
+const WRITE_APPROVED = "[Permission] write_file: allow (terminal-approval) - User approved this tool call";
+const WRITE_REFUSED = "[Permission] write_file: deny (terminal-approval) - User denied this tool call";
 const HARD_DENY = "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden";
+const QUESTION = "允许本次调用? [y/N]";
 
 function demo(args: readonly string[]) {
   return spawnSync(process.execPath, ["--import", tsx, entry, "--demo", ...args], {
@@ -51,7 +69,7 @@ function demo(args: readonly string[]) {
 }
 
 describe("the chapter 3 demo without a terminal", () => {
-  it("needs no key, audits every decision: glob allowed, the shell and the inside write denied for want of a TTY, the outside write hard-denied", () => {
+  it("replays the book's calls A, B and C: the glob allowed, the inside write denied for want of a TTY, the outside write hard-denied without a question", () => {
     const run = demo([]);
     const workspace = announcedWorkspace(run.stderr);
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
@@ -59,18 +77,14 @@ describe("the chapter 3 demo without a terminal", () => {
     expect(run.stderr).toBe(
       [
         `演示工作区: ${workspace}`,
-        '→ glob {"pattern":"**/*.md"}',
+        CALL_A,
         GLOB_ALLOWED,
         "  ✓ ok",
-        '→ shell {"command":"Get-ChildItem -Force"}',
-        NO_TTY,
-        SHELL_NO_TTY,
-        "  ✗ denied",
-        '→ write_file {"path":"chapter3-note.txt","content":"演示工作区里有一个 README.md。\\n"}',
+        CALL_B,
         NO_TTY,
         WRITE_NO_TTY,
         "  ✗ denied",
-        '→ write_file {"path":"../outside.txt","content":"不应该出现\\n"}',
+        CALL_C,
         HARD_DENY,
         "  ✗ denied",
         "",
@@ -78,12 +92,36 @@ describe("the chapter 3 demo without a terminal", () => {
     );
     expect(finalText.startsWith("演示结束。")).toBe(true);
     expect(run.stdout).toBe(`${finalText}\n`);
-    // Nothing was written: not inside (the write was refused), not beside the workspace (the hard deny).
-    expect(readdirSync(workspace)).toEqual(["README.md"]);
+    // Nothing was written: not chapter3-note.txt (refused), not ../outside.txt beside the workspace (the hard deny).
+    expect(readdirSync(workspace).sort()).toEqual(["README.md", "chapters"]);
+    expect(existsSync(join(workspace, "chapter3-note.txt"))).toBe(false);
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
+    expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
   });
 
-  it("tells the model, call by call, what the policy decided: the glob's result, two refusals and the hard deny", () => {
+  it("the closing text says only what the run showed: no shell call, A allow (default), C denied by workspace-boundary before any question, no file written", () => {
+    const run = demo([]);
+    const workspace = announcedWorkspace(run.stderr);
+    expect(run.status).toBe(0);
+    const calls = run.stderr.split("\n").filter((line) => line.startsWith("→ "));
+    expect(calls).toEqual([CALL_A, CALL_B, CALL_C]);
+    // No shell call was made, so the closing text names none.
+    expect(finalText).not.toMatch(/shell|PowerShell/i);
+    // "调用 A (glob) 是 allow (default)": the glob's audit line says exactly that.
+    expect(finalText).toContain("调用 A (glob) 是 allow (default)");
+    expect(run.stderr).toContain(`${CALL_A}\n${GLOB_ALLOWED}\n`);
+    // "没有终端都是 deny, 文件不会出现": B was denied for want of a TTY, and chapter3-note.txt is absent.
+    expect(finalText).toContain("没有终端都是 deny, 文件不会出现");
+    expect(run.stderr).toContain(`${CALL_B}\n${NO_TTY}\n${WRITE_NO_TTY}\n`);
+    expect(existsSync(join(workspace, "chapter3-note.txt"))).toBe(false);
+    // "调用 C 在询问之前就被 workspace-boundary 拒绝 …, 没有弹出审批, 也没有创建 ../outside.txt".
+    expect(finalText).toContain("调用 C 在询问之前就被 workspace-boundary 拒绝");
+    expect(finalText).toContain("没有弹出审批, 也没有创建 ../outside.txt");
+    expect(run.stderr).toContain(`${CALL_C}\n${HARD_DENY}\n  ✗ denied\n`);
+    expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
+  });
+
+  it("tells the model, call by call: A's glob lists the snapshot's own sources, B the missing TTY, C the hard deny", () => {
     const transcriptFolder = mkdtempSync(join(tmpdir(), "ch03-demo-transcript-"));
     demoRoots.push(transcriptFolder);
     const transcript = join(transcriptFolder, "demo.json");
@@ -93,14 +131,18 @@ describe("the chapter 3 demo without a terminal", () => {
     const recorded = JSON.parse(readFileSync(transcript, "utf8")) as {
       messages: { role: string; tool_call_id?: string; content: string | null }[];
     };
-    const refused = "Error [permission_denied]: No interactive approval input was available";
+    const sources = seededSources();
+    expect(sources).toContain("chapters/ch03/src/core/permissions.ts");
     expect(recorded.messages.filter((message) => message.role === "tool")).toEqual([
-      { role: "tool", tool_call_id: "call_demo_1", content: "README.md" },
-      { role: "tool", tool_call_id: "call_demo_2", content: refused },
-      { role: "tool", tool_call_id: "call_demo_3", content: refused },
+      { role: "tool", tool_call_id: "call_demo_1", content: sources.join("\n") },
       {
         role: "tool",
-        tool_call_id: "call_demo_4",
+        tool_call_id: "call_demo_2",
+        content: "Error [permission_denied]: No interactive approval input was available",
+      },
+      {
+        role: "tool",
+        tool_call_id: "call_demo_3",
         content: "Error [permission_denied]: Writing outside the workspace is forbidden",
       },
     ]);
@@ -111,14 +153,51 @@ describe("the chapter 3 demo without a terminal", () => {
     const workspace = announcedWorkspace(run.stderr);
     expect(run.status).toBe(0);
     expect(run.stdout).toBe(`${finalText}\n`);
-    expect(run.stderr).toBe(
-      [`演示工作区: ${workspace}`, GLOB_ALLOWED, NO_TTY, SHELL_NO_TTY, NO_TTY, WRITE_NO_TTY, HARD_DENY, ""].join("\n"),
+    expect(run.stderr).toBe([`演示工作区: ${workspace}`, GLOB_ALLOWED, NO_TTY, WRITE_NO_TTY, HARD_DENY, ""].join("\n"));
+  });
+});
+
+describe("prepareDemo(chapter) in this snapshot", () => {
+  it.each<[number, string, string[]]>([
+    [1, "ch01.json", ["README.md"]],
+    [2, "ch02.json", ["README.md"]],
+    [3, "ch03.json", ["README.md", "chapters"]],
+  ])("prepareDemo(%i) replays its own demo/%s in a fresh workspace holding %j", async (chapter, name, contents) => {
+    const file = JSON.parse(readFileSync(new URL(`../demo/${name}`, import.meta.url), "utf8")) as {
+      chapter: number;
+      messages: { role: string; content: string | null }[];
+    };
+    const setup = await prepareDemo(chapter);
+    demoRoots.push(dirname(setup.workspace));
+    expect(file.chapter).toBe(chapter);
+    expect(setup.transcript.chapter).toBe(chapter);
+    expect(setup.prompt).toBe(file.messages.find((message) => message.role === "user")?.content);
+    expect(setup.transcript.messages.map((message) => [message.role, message.content])).toEqual(
+      file.messages.map((message) => [message.role, message.content]),
+    );
+    expect(readdirSync(setup.workspace).sort()).toEqual(contents);
+  });
+
+  it("only chapter 3's workspace holds a copy of this snapshot's src/ under chapters/ch03/src/, for call A's glob", async () => {
+    const setup = await prepareDemo(3);
+    demoRoots.push(dirname(setup.workspace));
+    const copied = join(setup.workspace, "chapters", "ch03", "src");
+    const original = fileURLToPath(new URL("../src/", import.meta.url));
+    expect(readFileSync(join(copied, "core", "permissions.ts"), "utf8")).toBe(
+      readFileSync(join(original, "core", "permissions.ts"), "utf8"),
+    );
+    expect(seededSources()).toEqual(
+      (readdirSync(copied, { recursive: true }) as string[])
+        .filter((file) => file.endsWith(".ts"))
+        .map((file) => `chapters/ch03/src/${file.replace(/\\/g, "/")}`)
+        .sort(),
     );
   });
 });
 
+// The walkthrough has no shell call, so answering y runs no PowerShell: only `script` is needed.
 const hasScript = spawnSync("script", ["--version"], { encoding: "utf8" }).status === 0;
-const ptyOk = hasScript && powershell !== undefined && process.platform === "linux";
+const ptyOk = hasScript && process.platform === "linux";
 
 /**
  * Runs the demo under a real pseudo-terminal (util-linux `script`) and types each answer when
@@ -133,7 +212,7 @@ function demoUnderTerminal(answers: readonly string[]): Promise<{ code: number |
     const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
       output += chunk;
-      const questions = output.split("允许本次调用? [y/N]").length - 1;
+      const questions = output.split(QUESTION).length - 1;
       while (asked < questions) {
         child.stdin.write(`${answers[asked] ?? "n"}\n`);
         asked += 1;
@@ -148,29 +227,30 @@ function demoUnderTerminal(answers: readonly string[]): Promise<{ code: number |
 }
 
 describe.skipIf(!ptyOk)("the chapter 3 demo on a terminal", () => {
-  it("answering y to the shell and y to the write runs both, each exactly once, and still hard-denies outside", async () => {
-    const { code, output } = await demoUnderTerminal(["y", "y"]);
+  it("answering y to call B writes chapter3-note.txt exactly once with the walkthrough's content, and C is still hard-denied without a question", async () => {
+    const { code, output } = await demoUnderTerminal(["y"]);
     expect(code).toBe(0);
     const workspace = announcedWorkspace(output);
-    expect(output.split("允许本次调用? [y/N]").length - 1).toBe(2);
-    expect(output.match(/\[Permission\] shell: allow \(user\) - Approved by the user/g)).toHaveLength(1);
-    expect(output.match(/\[Permission\] write_file: allow \(user\) - Approved by the user/g)).toHaveLength(1);
+    expect(output.split(QUESTION).length - 1).toBe(1);
+    expect(output).toContain("工具调用需要批准: write_file");
+    expect(output).toContain("原因: File writes require explicit approval from chapter 3 onward");
+    expect(output.split(WRITE_APPROVED).length - 1).toBe(1);
     expect(output).toContain(HARD_DENY);
     expect(output).not.toContain(NO_TTY);
-    expect(readFileSync(join(workspace, "chapter3-note.txt"), "utf8")).toBe("演示工作区里有一个 README.md。\n");
-    expect(readdirSync(workspace).sort()).toEqual(["README.md", "chapter3-note.txt"]);
+    expect(readFileSync(join(workspace, "chapter3-note.txt"), "utf8")).toBe(NOTE_CONTENT);
+    expect(readdirSync(workspace).sort()).toEqual(["README.md", "chapter3-note.txt", "chapters"]);
     expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
   });
 
-  it("answering y then n runs the shell call and refuses the write", async () => {
-    const { code, output } = await demoUnderTerminal(["y", "n"]);
+  it("pressing Enter at call B refuses it with User denied this tool call, and nothing is written", async () => {
+    const { code, output } = await demoUnderTerminal([""]);
     expect(code).toBe(0);
     const workspace = announcedWorkspace(output);
-    expect(output.split("允许本次调用? [y/N]").length - 1).toBe(2);
-    expect(output).toContain("[Permission] shell: allow (user) - Approved by the user");
-    expect(output).toContain("[Permission] write_file: deny (user) - Denied by the user");
+    expect(output.split(QUESTION).length - 1).toBe(1);
+    expect(output).toContain(WRITE_REFUSED);
+    expect(output).not.toContain(WRITE_APPROVED);
     expect(output).toContain(HARD_DENY);
-    expect(readdirSync(workspace)).toEqual(["README.md"]);
+    expect(readdirSync(workspace).sort()).toEqual(["README.md", "chapters"]);
     expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
   });
 });

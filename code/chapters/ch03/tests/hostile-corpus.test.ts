@@ -517,6 +517,10 @@ class SwapBeforeFirstWrite implements WorkspaceFileSystem {
   globFiles(workspace: string, pattern: string) {
     return this.inner.globFiles(workspace, pattern);
   }
+  /** The policy's boundary is this file system too: it judges the real paths, before and after the swap. */
+  isPathWithinWorkspace(workspace: string, relativePath: string) {
+    return this.inner.isPathWithinWorkspace(workspace, relativePath);
+  }
 }
 
 function swapDirForOutsideLink({ ws }: Places): () => void {

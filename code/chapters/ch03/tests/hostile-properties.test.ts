@@ -1,12 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { mergeDecisions, PermissionPolicy } from "../src/core/permission-policy.js";
 import {
   PERMISSION_BEHAVIORS,
   PermissionDecision,
+  PermissionPolicy,
   PermissionRequest,
   PermissionRule,
+  strongestDecision,
   type ApprovalProvider,
   type PermissionBehavior,
 } from "../src/core/permissions.js";
@@ -34,11 +35,11 @@ function strongest(candidates: readonly PermissionDecision[]): PermissionBehavio
   return "passthrough";
 }
 
-describe("mergeDecisions over random candidate lists", () => {
+describe("strongestDecision over random candidate lists", () => {
   it("returns the first candidate of the strongest behaviour, deny > ask > allow > passthrough", () => {
     fc.assert(
       fc.property(fc.array(decision, { maxLength: 8 }), (candidates) => {
-        const merged = mergeDecisions(candidates);
+        const merged = strongestDecision(candidates);
         const behavior = strongest(candidates);
         if (behavior === "passthrough") {
           expect(merged).toEqual(
@@ -47,7 +48,7 @@ describe("mergeDecisions over random candidate lists", () => {
         } else {
           expect(merged).toBe(candidates.find((candidate) => candidate.behavior === behavior));
         }
-        expect(mergeDecisions([...candidates].reverse()).behavior).toBe(behavior);
+        expect(strongestDecision([...candidates].reverse()).behavior).toBe(behavior);
       }),
       { numRuns: RUNS },
     );
@@ -97,15 +98,17 @@ describe("PermissionPolicy.decide with random rules, boundaries, recommendations
     const merges: Record<PermissionBehavior, number> = { deny: 0, ask: 0, allow: 0, passthrough: 0 };
     await fc.assert(
       fc.asyncProperty(scenario, async ({ effect, boundary, rules, recommendations, answer }) => {
-        const approvals: PermissionDecision[] = [];
+        const approvals: (PermissionDecision | undefined)[] = [];
+        const approvalRequests: PermissionRequest[] = [];
         const provided = {
           allow: new PermissionDecision("allow", "Approved", "user"),
           deny: new PermissionDecision("deny", "Refused", "user"),
           ask: new PermissionDecision("ask", "Ask me later", "user"),
         };
-        const approvalProvider: ApprovalProvider = {
-          requestApproval: (_request, pending) => {
-            approvals.push(pending);
+        const approval: ApprovalProvider = {
+          decide: (request) => {
+            approvals.push(request.proposedDecision);
+            approvalRequests.push(request);
             if (answer === "throws") return Promise.reject(new Error("approver crashed"));
             if (answer === "junk") return Promise.resolve({ behavior: "allow" } as unknown as PermissionDecision);
             return Promise.resolve(provided[answer]);
@@ -117,7 +120,7 @@ describe("PermissionPolicy.decide with random rules, boundaries, recommendations
           ...(boundary === "absent"
             ? {}
             : {
-                boundary: {
+                writeBoundary: {
                   isPathWithinWorkspace: (workspace: string, relativePath: string) => {
                     judged.push([workspace, relativePath]);
                     if (boundary === "throws") throw new Error("cannot tell");
@@ -137,17 +140,16 @@ describe("PermissionPolicy.decide with random rules, boundaries, recommendations
                 },
               }),
           ),
-          approvalProvider,
-          auditSink: { record: (_request, final) => void audited.push(final) },
+          approval,
+          audit: { record: (_request, final) => void audited.push(final) },
         });
 
-        const final = await policy.decide(
-          new PermissionRequest({
-            prepared: prepared[effect],
-            context: { workspace: "/ws", identity: "t" },
-            recommendations,
-          }),
-        );
+        const request = new PermissionRequest({
+          prepared: prepared[effect],
+          context: { workspace: "/ws", identity: "t" },
+          recommendations,
+        });
+        const final = await policy.decide(request);
 
         // The candidates in the spec's order: boundary, shell default, rules, recommendations.
         const candidates: PermissionDecision[] = [];
@@ -183,13 +185,17 @@ describe("PermissionPolicy.decide with random rules, boundaries, recommendations
           expect(approvals).toEqual([]);
           expect(final).toEqual(first);
         } else if (merged === "ask") {
+          // The approver is asked about this very call, with the merged ask as the decision it settles.
           expect(approvals).toEqual([first]);
+          expect(approvalRequests.map((seen) => [seen.prepared, seen.context, seen.recommendations])).toEqual([
+            [request.prepared, request.context, request.recommendations],
+          ]);
           const expected = {
             allow: provided.allow,
             deny: provided.deny,
-            throws: new PermissionDecision("deny", "Approval failed", "approval"),
-            junk: new PermissionDecision("deny", "Approval provider returned an invalid answer", "approval"),
-            ask: new PermissionDecision("deny", "Approval provider answered ask, not allow or deny", "approval"),
+            throws: new PermissionDecision("deny", "Approval provider failed; request denied", "approval"),
+            junk: new PermissionDecision("deny", "Approval provider returned an invalid decision", "approval"),
+            ask: new PermissionDecision("deny", `Approval was not explicitly granted: ${first?.reason}`, "approval"),
           }[answer];
           expect(final).toEqual(expected);
         } else {

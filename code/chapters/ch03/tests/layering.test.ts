@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
@@ -49,6 +49,31 @@ describe("layering", () => {
     expect(importsOf(join(src, "core", "loop.ts"))).toContain("./messages.js");
     expect(importsOf(join(src, "core", "tools.ts"))).toEqual(["zod", "./messages.js", "./model.js"]);
     expect(importsOf(join(src, "adapters", "openai-chat.ts"))).toContain("openai");
+    // The policy takes its write boundary from the file-system port, both in core.
+    expect(importsOf(join(src, "core", "permissions.ts"))).toEqual(["./filesystem.js", "./tools.js", "./tools.js"]);
+    expect(importsOf(join(src, "core", "filesystem.ts"))).toEqual([]);
+  });
+
+  it("the terminal approver and audit, which read stdin, live in cli.ts outside core", () => {
+    const cli = importsOf(join(src, "cli.ts"));
+    expect(cli).toContain("node:readline");
+    expect(cli).toContain("./core/permissions.js");
+    const coreNode = sourceFiles(join(src, "core")).flatMap((file) =>
+      importsOf(file)
+        .filter((target) => target.startsWith("node:"))
+        .map((target) => `${relative(src, file)} imports ${target}`),
+    );
+    expect(coreNode).toEqual([]);
+  });
+
+  it("every relative import names a source file that exists, so no import points at a moved file", () => {
+    const missing = sourceFiles(src).flatMap((file) =>
+      importsOf(file)
+        .filter((target) => target.startsWith("."))
+        .filter((target) => !existsSync(join(dirname(file), target.replace(/\.js$/, ".ts"))))
+        .map((target) => `${relative(src, file)} imports ${target}`),
+    );
+    expect(missing).toEqual([]);
   });
 
   it("only bootstrap (the composition root) and adapters themselves import adapters", () => {

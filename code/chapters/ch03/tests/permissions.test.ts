@@ -1,25 +1,37 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { mergeDecisions, PermissionPolicy, type PermissionPolicyOptions } from "../src/core/permission-policy.js";
+import type { WorkspaceWriteBoundary } from "../src/core/filesystem.js";
 import {
   PERMISSION_BEHAVIORS,
   PermissionContractError,
   PermissionDecision,
+  PermissionPolicy,
   PermissionRequest,
   PermissionRule,
+  strongestDecision,
   type ApprovalProvider,
   type AuditSink,
   type PermissionBehavior,
-  type WorkspaceWriteBoundary,
+  type PermissionPolicyOptions,
 } from "../src/core/permissions.js";
 import { ToolRegistry, toolError, toolSuccess, type ToolEffect, type ValidToolCall } from "../src/core/tools.js";
-import { FakeBoundary } from "./support/fakes.js";
+import { CountingApproval, FakeBoundary } from "./support/fakes.js";
 import { call } from "./support/scripted-model.js";
+
+const ASK_SHELL = "Shell execution requires approval";
+const PASSED = "No permission rule blocked the request";
+const OUTSIDE = "Writing outside the workspace is forbidden";
+const UNRESOLVED = "Write path could not be resolved safely";
+const PROVIDER_FAILED = "Approval provider failed; request denied";
+const INVALID = "Approval provider returned an invalid decision";
+const notGranted = (askReason: string): string => `Approval was not explicitly granted: ${askReason}`;
 
 const context = { workspace: "/ws", identity: "test" };
 const decision = (behavior: PermissionBehavior, reason = `${behavior} reason`, source = `${behavior}-source`) =>
   new PermissionDecision(behavior, reason, source);
+/** What `CountingApproval(true)` answers. */
+const APPROVED = decision("allow", "Approved in the test", "user");
 
 /** A prepared call of a tool with the given effect; `write` tools take a `path`. */
 function prepared(
@@ -41,13 +53,16 @@ function prepared(
 const request = (effect: ToolEffect, recommendations: PermissionDecision[] = [], args?: Record<string, unknown>) =>
   new PermissionRequest({ prepared: prepared(effect, args), context, recommendations });
 
-class Approver implements ApprovalProvider {
-  calls = 0;
-  constructor(private readonly answer: () => unknown) {}
-  requestApproval(): Promise<PermissionDecision> {
-    this.calls += 1;
-    return Promise.resolve().then(() => this.answer()) as Promise<PermissionDecision>;
-  }
+/** An approver that returns `raw` exactly as it is (even `true`), counting its calls in `requests`. */
+function answering(raw: () => unknown): ApprovalProvider & { readonly requests: string[] } {
+  const requests: string[] = [];
+  return {
+    requests,
+    decide: (req) => {
+      requests.push(req.toolName);
+      return Promise.resolve().then(raw) as Promise<PermissionDecision>;
+    },
+  };
 }
 
 class Audit implements AuditSink {
@@ -62,14 +77,11 @@ const outside: WorkspaceWriteBoundary = { isPathWithinWorkspace: () => Promise.r
 const rule = (name: string, behavior: PermissionBehavior, matches = true) =>
   new PermissionRule({ name, behavior, reason: `${name} says ${behavior}`, matches: () => matches });
 
+/** A policy with a `CountingApproval(true)` and an `Audit`, and whatever else the test gives it. */
 function policy(options: PermissionPolicyOptions = {}) {
-  const approver = new Approver(() => decision("allow", "Approved", "user"));
+  const approval = new CountingApproval(true);
   const audit = new Audit();
-  return {
-    policy: new PermissionPolicy({ approvalProvider: approver, auditSink: audit, ...options }),
-    approver,
-    audit,
-  };
+  return { policy: new PermissionPolicy({ approval, audit, ...options }), approval, audit };
 }
 
 describe("PermissionDecision", () => {
@@ -98,6 +110,29 @@ describe("PermissionDecision", () => {
     const make = () => new PermissionDecision(behavior as PermissionBehavior, reason as string, source as string);
     expect(make).toThrow(PermissionContractError);
     expect(make).toThrow(message);
+  });
+
+  it.each<[PermissionBehavior, boolean]>([
+    ["allow", true],
+    ["deny", false],
+    ["ask", false],
+    ["passthrough", false],
+  ])("isAllowed of a %s decision is %s: only an allow lets the loop run the handler", (behavior, allowed) => {
+    expect(decision(behavior).isAllowed).toBe(allowed);
+  });
+
+  it("only a decision its constructor built is an instanceof PermissionDecision, not a look-alike on its prototype", () => {
+    const forged = Object.assign(Object.create(PermissionDecision.prototype) as object, {
+      behavior: "allow",
+      reason: "r",
+      source: "s",
+    });
+    expect(decision("allow")).toBeInstanceOf(PermissionDecision);
+    expect(Object.create(PermissionDecision.prototype)).not.toBeInstanceOf(PermissionDecision);
+    expect(forged).not.toBeInstanceOf(PermissionDecision);
+    expect({ behavior: "allow", reason: "r", source: "s", isAllowed: true }).not.toBeInstanceOf(PermissionDecision);
+    const others: unknown[] = [null, undefined, "allow", true, 1];
+    for (const value of others) expect(value instanceof PermissionDecision).toBe(false);
   });
 
   it("only a deny becomes a tool result: permission_denied with the reason", () => {
@@ -129,11 +164,42 @@ describe("PermissionRequest and PermissionRule", () => {
     expect(spelled.toolName).toBe("read_file");
   });
 
-  it("a request is frozen and exposes the tool name", () => {
+  it("a request is frozen, exposes the tool name and carries no proposedDecision unless given one", () => {
     const made = request("read");
     expect(made.toolName).toBe("read_file");
     expect(made.recommendations).toEqual([]);
+    expect(made.proposedDecision).toBeUndefined();
     expect(Object.isFrozen(made)).toBe(true);
+  });
+
+  it("an ask decision can be proposed for approval and is kept as it was given", () => {
+    const ask = decision("ask", "Shell execution requires approval", "shell-default");
+    const made = new PermissionRequest({ prepared: prepared("execute"), context, proposedDecision: ask });
+    expect(made.proposedDecision).toBe(ask);
+  });
+
+  it.each<[string, unknown]>([
+    ["an allow decision", decision("allow")],
+    ["a deny decision", decision("deny")],
+    ["a passthrough decision", decision("passthrough")],
+    ["a plain object shaped like an ask", { behavior: "ask", reason: "r", source: "s" }],
+    [
+      "an ask look-alike built on the prototype",
+      Object.assign(Object.create(PermissionDecision.prototype) as object, {
+        behavior: "ask",
+        reason: "r",
+        source: "s",
+      }),
+    ],
+  ])("proposing %s for approval is a contract error: only an ask can be proposed", (_name, proposed) => {
+    const make = () =>
+      new PermissionRequest({
+        prepared: prepared("execute"),
+        context,
+        proposedDecision: proposed as PermissionDecision,
+      });
+    expect(make).toThrow(PermissionContractError);
+    expect(make).toThrow("only an ask decision can be proposed for approval");
   });
 
   it("recommendations must be decisions", () => {
@@ -160,47 +226,31 @@ describe("PermissionRequest and PermissionRule", () => {
 
 describe("PermissionPolicy.decide", () => {
   it("a read with no participant is passthrough, then allow from default, audited, never asked", async () => {
-    const { policy: p, approver, audit } = policy();
-    expect(await p.decide(request("read"))).toEqual(
-      decision("allow", "No permission rule blocked the request", "default"),
-    );
-    expect(approver.calls).toBe(0);
-    expect(audit.entries).toEqual(["read_file: allow (default) - No permission rule blocked the request"]);
+    const { policy: p, approval, audit } = policy();
+    expect(await p.decide(request("read"))).toEqual(decision("allow", PASSED, "default"));
+    expect(approval.requests).toEqual([]);
+    expect(audit.entries).toEqual([`read_file: allow (default) - ${PASSED}`]);
+  });
+
+  it("a passthrough rule is no opinion: the final decision is still allow from default", async () => {
+    const { policy: p, approval } = policy({ rules: [rule("abstains", "passthrough")] });
+    expect(await p.decide(request("read"))).toEqual(decision("allow", PASSED, "default"));
+    expect(approval.requests).toEqual([]);
   });
 
   it("every execute call is asked with the shell default, whatever its text", async () => {
-    const { policy: p, approver, audit } = policy();
-    expect(await p.decide(request("execute", [], { command: "Get-Date" }))).toEqual(
-      decision("allow", "Approved", "user"),
-    );
-    expect(approver.calls).toBe(1);
-    expect(audit.entries).toEqual(["shell: allow (user) - Approved"]);
-  });
-
-  it("the approver sees the merged ask decision", async () => {
-    let seen: PermissionDecision | undefined;
-    const p = new PermissionPolicy({
-      approvalProvider: {
-        requestApproval: (_req, pending) => {
-          seen = pending;
-          return Promise.resolve(decision("deny", "No", "user"));
-        },
-      },
-    });
-    expect(await p.decide(request("execute"))).toEqual(decision("deny", "No", "user"));
-    expect(seen).toEqual(decision("ask", "Shell execution requires approval", "shell-default"));
+    const { policy: p, approval, audit } = policy();
+    expect(await p.decide(request("execute", [], { command: "Get-Date" }))).toEqual(APPROVED);
+    expect(approval.requests).toEqual([{ toolName: "shell", reason: ASK_SHELL, arguments: { command: "Get-Date" } }]);
+    expect(audit.entries).toEqual(["shell: allow (user) - Approved in the test"]);
   });
 
   it("a write outside the workspace is denied by the boundary before anything is asked", async () => {
-    const { policy: p, approver, audit } = policy({ boundary: outside, rules: [rule("allow-all", "allow")] });
+    const { policy: p, approval, audit } = policy({ writeBoundary: outside, rules: [rule("allow-all", "allow")] });
     const made = request("write", [decision("allow", "hook says yes", "hook")]);
-    expect(await p.decide(made)).toEqual(
-      decision("deny", "Writing outside the workspace is forbidden", "workspace-boundary"),
-    );
-    expect(approver.calls).toBe(0);
-    expect(audit.entries).toEqual([
-      "write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden",
-    ]);
+    expect(await p.decide(made)).toEqual(decision("deny", OUTSIDE, "workspace-boundary"));
+    expect(approval.requests).toEqual([]);
+    expect(audit.entries).toEqual([`write_file: deny (workspace-boundary) - ${OUTSIDE}`]);
   });
 
   it.each<[string, WorkspaceWriteBoundary]>([
@@ -213,12 +263,10 @@ describe("PermissionPolicy.decide", () => {
       },
     ],
     ["rejects", { isPathWithinWorkspace: () => Promise.reject(new Error("EIO")) }],
-  ])("a boundary that %s denies: the write path could not be resolved safely", async (_name, boundary) => {
-    const { policy: p, approver } = policy({ boundary });
-    expect(await p.decide(request("write"))).toEqual(
-      decision("deny", "Write path could not be resolved safely", "workspace-boundary"),
-    );
-    expect(approver.calls).toBe(0);
+  ])("a boundary that %s denies: the write path could not be resolved safely", async (_name, writeBoundary) => {
+    const { policy: p, approval } = policy({ writeBoundary });
+    expect(await p.decide(request("write"))).toEqual(decision("deny", UNRESOLVED, "workspace-boundary"));
+    expect(approval.requests).toEqual([]);
   });
 
   it.each<[string, unknown]>([
@@ -227,28 +275,26 @@ describe("PermissionPolicy.decide", () => {
     ["undefined", undefined],
     ["a decision-shaped object", { inside: true }],
   ])("a boundary answering %s (anything but true) counts as outside", async (_name, answer) => {
-    const { policy: p, approver } = policy({ boundary: new FakeBoundary(answer) });
-    expect(await p.decide(request("write"))).toEqual(
-      decision("deny", "Writing outside the workspace is forbidden", "workspace-boundary"),
-    );
-    expect(approver.calls).toBe(0);
+    const { policy: p, approval } = policy({ writeBoundary: new FakeBoundary(answer) });
+    expect(await p.decide(request("write"))).toEqual(decision("deny", OUTSIDE, "workspace-boundary"));
+    expect(approval.requests).toEqual([]);
   });
 
   it("the boundary is asked with the request's workspace first and the model's path as it came", async () => {
-    const boundary = new FakeBoundary(true);
-    const { policy: p } = policy({ boundary });
+    const writeBoundary = new FakeBoundary(true);
+    const { policy: p } = policy({ writeBoundary });
     await p.decide(request("write", [], { path: "nested/../x.txt" }));
-    expect(boundary.calls).toEqual([["/ws", "nested/../x.txt"]]);
+    expect(writeBoundary.calls).toEqual([["/ws", "nested/../x.txt"]]);
   });
 
   it("the boundary judges only write tools with a string path", async () => {
-    const boundary = new FakeBoundary(false);
-    const { policy: p } = policy({ boundary });
+    const writeBoundary = new FakeBoundary(false);
+    const { policy: p } = policy({ writeBoundary });
     expect((await p.decide(request("read", [], { path: "../x" }))).behavior).toBe("allow");
     expect((await p.decide(request("write", [], {}))).behavior).toBe("allow");
-    expect(boundary.calls).toEqual([]);
+    expect(writeBoundary.calls).toEqual([]);
     expect((await p.decide(request("write", [], { path: "../x" }))).behavior).toBe("deny");
-    expect(boundary.calls).toEqual([["/ws", "../x"]]);
+    expect(writeBoundary.calls).toEqual([["/ws", "../x"]]);
   });
 
   it("a rule whose matcher throws denies with its name", async () => {
@@ -260,18 +306,25 @@ describe("PermissionPolicy.decide", () => {
         throw new Error("bug");
       },
     });
-    const { policy: p, approver } = policy({ boundary: inside, rules: [rule("asker", "ask"), broken] });
+    const { policy: p, approval } = policy({ writeBoundary: inside, rules: [rule("asker", "ask"), broken] });
     expect(await p.decide(request("write"))).toEqual(decision("deny", "Permission rule failed: broken", "broken"));
-    expect(approver.calls).toBe(0);
+    expect(approval.requests).toEqual([]);
   });
 
   it("recommendations take part in the merge like rules", async () => {
-    const { policy: p, approver } = policy({ rules: [rule("allow-all", "allow")] });
+    const { policy: p, approval } = policy({ rules: [rule("allow-all", "allow")] });
     expect(await p.decide(request("read", [decision("deny", "hook says no", "hook")]))).toEqual(
       decision("deny", "hook says no", "hook"),
     );
-    expect(approver.calls).toBe(0);
+    expect(approval.requests).toEqual([]);
   });
+
+  const forgedAllow = () =>
+    Object.assign(Object.create(PermissionDecision.prototype) as object, {
+      behavior: "allow",
+      reason: "r",
+      source: "s",
+    });
 
   it.each<[string, () => unknown, string]>([
     [
@@ -279,63 +332,59 @@ describe("PermissionPolicy.decide", () => {
       () => {
         throw new Error("tty gone");
       },
-      "Approval failed",
+      PROVIDER_FAILED,
     ],
-    [
-      "returns a plain object",
-      () => ({ behavior: "allow", reason: "r", source: "s" }),
-      "Approval provider returned an invalid answer",
-    ],
-    ["returns true", () => true, "Approval provider returned an invalid answer"],
-    ["returns undefined", () => undefined, "Approval provider returned an invalid answer"],
-    [
-      "returns a look-alike built on the prototype",
-      () =>
-        Object.assign(Object.create(PermissionDecision.prototype) as object, {
-          behavior: "allow",
-          reason: "",
-          source: "",
-        }),
-      "Approval provider returned an invalid answer",
-    ],
-    ["returns ask", () => decision("ask"), "Approval provider answered ask, not allow or deny"],
-    ["returns passthrough", () => decision("passthrough"), "Approval provider answered passthrough, not allow or deny"],
+    ["rejects", () => Promise.reject(new Error("tty gone")), PROVIDER_FAILED],
+    ["returns a plain object shaped like an allow", () => ({ behavior: "allow", reason: "r", source: "s" }), INVALID],
+    ["returns true", () => true, INVALID],
+    ["returns the string yes", () => "yes", INVALID],
+    ["returns undefined", () => undefined, INVALID],
+    ["returns an allow look-alike built on the prototype", forgedAllow, INVALID],
+    ["returns ask", () => decision("ask"), notGranted(ASK_SHELL)],
+    ["returns passthrough", () => decision("passthrough"), notGranted(ASK_SHELL)],
   ])("an approver that %s denies (fail closed), and the deny is audited", async (_name, answer, reason) => {
-    const approver = new Approver(answer);
+    const approval = answering(answer);
     const audit = new Audit();
-    const p = new PermissionPolicy({ approvalProvider: approver, auditSink: audit });
-    const expected = decision("deny", reason, "approval");
-    expect(await p.decide(request("execute"))).toEqual(expected);
-    expect(approver.calls).toBe(1);
+    const p = new PermissionPolicy({ approval, audit });
+    expect(await p.decide(request("execute"))).toEqual(decision("deny", reason, "approval"));
+    expect(approval.requests).toEqual(["shell"]);
     expect(audit.entries).toEqual([`shell: deny (approval) - ${reason}`]);
+  });
+
+  it("an approver whose decide throws synchronously denies as a failed provider", async () => {
+    const approval: ApprovalProvider = {
+      decide: () => {
+        throw new Error("not async at all");
+      },
+    };
+    expect(await new PermissionPolicy({ approval }).decide(request("execute"))).toEqual(
+      decision("deny", PROVIDER_FAILED, "approval"),
+    );
   });
 
   it("an approver's own deny and allow are final as given", async () => {
     for (const answer of [decision("deny", "Not now", "user"), decision("allow", "Go", "user")]) {
-      const p = new PermissionPolicy({ approvalProvider: new Approver(() => answer) });
+      const p = new PermissionPolicy({ approval: answering(() => answer) });
       expect(await p.decide(request("execute"))).toBe(answer);
     }
   });
 
-  it("no approver: an ask is denied", async () => {
-    expect(await new PermissionPolicy().decide(request("execute"))).toEqual(
-      decision("deny", "No approval provider is available to ask", "approval"),
-    );
-  });
-
-  it("an approver that never answers is denied after the timeout", async () => {
-    const approver: ApprovalProvider = { requestApproval: () => new Promise(() => undefined) };
-    const p = new PermissionPolicy({ approvalProvider: approver, approvalTimeoutMs: 20 });
-    expect(await p.decide(request("execute"))).toEqual(decision("deny", "Approval timed out", "approval"));
+  it("with no approver, an ask is denied as not explicitly granted, naming the merged ask's reason", async () => {
+    const audit = new Audit();
+    const p = new PermissionPolicy({ audit, rules: [rule("asker", "ask")] });
+    expect(await p.decide(request("execute"))).toEqual(decision("deny", notGranted(ASK_SHELL), "approval"));
+    expect(await p.decide(request("read"))).toEqual(decision("deny", notGranted("asker says ask"), "approval"));
+    expect(audit.entries).toEqual([
+      `shell: deny (approval) - ${notGranted(ASK_SHELL)}`,
+      `read_file: deny (approval) - ${notGranted("asker says ask")}`,
+    ]);
   });
 
   it("the audit sees the final decision after approval, and nothing before it", async () => {
     const order: string[] = [];
     const p = new PermissionPolicy({
-      approvalProvider: {
-        requestApproval: () => (order.push("approval"), Promise.resolve(decision("allow", "ok", "user"))),
-      },
-      auditSink: { record: (_req, final) => void order.push(`audit ${final.behavior} ${final.source}`) },
+      approval: { decide: () => (order.push("approval"), Promise.resolve(decision("allow", "ok", "user"))) },
+      audit: { record: (_req, final) => void order.push(`audit ${final.behavior} ${final.source}`) },
     });
     await p.decide(request("execute"));
     expect(order).toEqual(["approval", "audit allow user"]);
@@ -351,8 +400,8 @@ describe("PermissionPolicy.decide", () => {
       },
     ],
     ["rejects", { record: () => Promise.reject(new Error("disk full")) }],
-  ])("an audit sink that %s makes decide throw", async (_name, auditSink) => {
-    const p = new PermissionPolicy({ auditSink });
+  ])("an audit sink that %s makes decide throw", async (_name, audit) => {
+    const p = new PermissionPolicy({ audit });
     await expect(p.decide(request("read"))).rejects.toThrow("disk full");
   });
 
@@ -362,18 +411,131 @@ describe("PermissionPolicy.decide", () => {
   });
 
   it("approval grants one call only: the next identical call is asked again", async () => {
-    const { policy: p, approver } = policy();
+    const { policy: p, approval } = policy();
     await p.decide(request("execute"));
     await p.decide(request("execute"));
-    expect(approver.calls).toBe(2);
+    expect(approval.requests).toHaveLength(2);
   });
 });
 
-describe("merge precedence", () => {
+// BOOK decision 5: the approver needs the reason it prints, so it is handed the merged ask.
+describe("the approver receives the merged ask as request.proposedDecision", () => {
+  it("the approver gets a new request whose proposedDecision is the winning ask; the policy's own request has none", async () => {
+    const seenByRule: (PermissionDecision | undefined)[] = [];
+    const watcher = new PermissionRule({
+      name: "watcher",
+      behavior: "ask",
+      reason: "watcher says ask",
+      matches: (req) => (seenByRule.push(req.proposedDecision), true),
+    });
+    const hook = decision("ask", "hook says ask", "hook");
+    const incoming = request("write", [hook], { path: "a.txt" });
+    const { policy: p, approval } = policy({ writeBoundary: inside, rules: [watcher] });
+
+    expect(await p.decide(incoming)).toEqual(APPROVED);
+    expect(approval.requests).toEqual([
+      { toolName: "write_file", reason: "watcher says ask", arguments: { path: "a.txt" } },
+    ]);
+    const [given] = approval.received;
+    expect(given).toBeInstanceOf(PermissionRequest);
+    expect(given).not.toBe(incoming);
+    expect(given?.proposedDecision).toStrictEqual(decision("ask", "watcher says ask", "watcher"));
+    expect(given?.prepared).toBe(incoming.prepared);
+    expect(given?.context).toBe(incoming.context);
+    expect(given?.recommendations).toEqual([hook]);
+    expect(incoming.proposedDecision).toBeUndefined();
+    expect(seenByRule).toEqual([undefined]);
+  });
+
+  it("a winning ask recommendation is handed to the approver as that very decision", async () => {
+    const hook = decision("ask", "hook says ask", "hook");
+    const { policy: p, approval } = policy();
+    await p.decide(request("read", [hook]));
+    expect(approval.received.map((given) => given.proposedDecision)).toEqual([hook]);
+    expect(approval.received[0]?.proposedDecision).toBe(hook);
+  });
+
+  it("the shell's ask reaches the approver with the shell default's reason and source", async () => {
+    const { policy: p, approval } = policy();
+    await p.decide(request("execute", [], { command: "ls" }));
+    expect(approval.received.map((given) => given.proposedDecision)).toEqual([
+      decision("ask", ASK_SHELL, "shell-default"),
+    ]);
+  });
+
+  it("an allow, deny or passthrough is never proposed: the approver is asked only when the merge is an ask", async () => {
+    for (const behavior of ["allow", "deny", "passthrough"] as const) {
+      const { policy: p, approval } = policy({ rules: [rule(`${behavior}-rule`, behavior)] });
+      await p.decide(request("read"));
+      expect([behavior, approval.requests]).toEqual([behavior, []]);
+    }
+  });
+});
+
+// BOOK decision 4: the participants speak in the chapter 3 text's order, and among equals the first one wins.
+describe("participant order: boundary, shell default, rules, then recommendations", () => {
+  it("the boundary is consulted and answers before any rule matcher runs, and every rule still runs after its deny", async () => {
+    const order: string[] = [];
+    const writeBoundary = new FakeBoundary(async () => {
+      order.push("boundary asked");
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      order.push("boundary answered");
+      return false;
+    });
+    const recording = (name: string) =>
+      new PermissionRule({
+        name,
+        behavior: "allow",
+        reason: `${name} says allow`,
+        matches: () => (order.push(`rule ${name}`), true),
+      });
+    const { policy: p, approval } = policy({ writeBoundary, rules: [recording("first"), recording("second")] });
+
+    expect(await p.decide(request("write"))).toEqual(decision("deny", OUTSIDE, "workspace-boundary"));
+    expect(order).toEqual(["boundary asked", "boundary answered", "rule first", "rule second"]);
+    expect(approval.requests).toEqual([]);
+  });
+
+  it("among equal denies the boundary's comes first, before a rule's and a recommendation's", async () => {
+    const { policy: p } = policy({ writeBoundary: outside, rules: [rule("deny-rule", "deny")] });
+    expect(await p.decide(request("write", [decision("deny", "hook says deny", "hook")]))).toEqual(
+      decision("deny", OUTSIDE, "workspace-boundary"),
+    );
+  });
+
+  it("among equal asks the shell default's comes first, before a rule's and a recommendation's", async () => {
+    const { policy: p, approval } = policy({ rules: [rule("ask-rule", "ask")] });
+    await p.decide(request("execute", [decision("ask", "hook says ask", "hook")]));
+    expect(approval.requests.map((seen) => seen.reason)).toEqual([ASK_SHELL]);
+    expect(approval.received[0]?.proposedDecision?.source).toBe("shell-default");
+  });
+
+  it("among equals a rule comes before a recommendation, whichever the request lists", async () => {
+    const hookDeny = decision("deny", "hook says deny", "hook");
+    const hookAllow = decision("allow", "hook says allow", "hook");
+    const denying = policy({ rules: [rule("deny-rule", "deny")] }).policy;
+    const allowing = policy({ rules: [rule("allow-rule", "allow")] }).policy;
+    expect(await denying.decide(request("read", [hookDeny]))).toEqual(
+      decision("deny", "deny-rule says deny", "deny-rule"),
+    );
+    expect(await allowing.decide(request("read", [hookAllow]))).toEqual(
+      decision("allow", "allow-rule says allow", "allow-rule"),
+    );
+  });
+
+  it("rules speak in the order they were given: the first of two equal rules supplies reason and source", async () => {
+    const { policy: p } = policy({ rules: [rule("one", "deny"), rule("two", "deny")] });
+    expect(await p.decide(request("read"))).toEqual(decision("deny", "one says deny", "one"));
+  });
+});
+
+describe("strongestDecision", () => {
   const all = PERMISSION_BEHAVIORS.map((behavior) => decision(behavior));
 
   it("no candidates is passthrough from default", () => {
-    expect(mergeDecisions([])).toEqual(decision("passthrough", "No permission participant made a decision", "default"));
+    expect(strongestDecision([])).toEqual(
+      decision("passthrough", "No permission participant made a decision", "default"),
+    );
   });
 
   it.each(
@@ -381,12 +543,12 @@ describe("merge precedence", () => {
     Array.from({ length: 15 }, (_, mask) => all.filter((_, bit) => ((mask + 1) >> bit) & 1)),
   )("the strongest of %j wins", (...candidates) => {
     const strongest = ["deny", "ask", "allow"].find((b) => candidates.some((c) => c.behavior === b)) ?? "passthrough";
-    expect(mergeDecisions(candidates).behavior).toBe(strongest);
-    expect(mergeDecisions([...candidates].reverse()).behavior).toBe(strongest);
+    expect(strongestDecision(candidates).behavior).toBe(strongest);
+    expect(strongestDecision([...candidates].reverse()).behavior).toBe(strongest);
   });
 
   it("among equals the first keeps its reason and source", () => {
-    expect(mergeDecisions([decision("deny", "first", "a"), decision("deny", "second", "b")])).toEqual(
+    expect(strongestDecision([decision("deny", "first", "a"), decision("deny", "second", "b")])).toEqual(
       decision("deny", "first", "a"),
     );
   });
@@ -396,7 +558,7 @@ describe("merge precedence", () => {
   it("property: the merge obeys deny > ask > allow > passthrough for any candidates", () => {
     fc.assert(
       fc.property(fc.array(behaviours, { maxLength: 12 }), (list) => {
-        const merged = mergeDecisions(list.map((behavior, i) => decision(behavior, `r${i}`, `s${i}`)));
+        const merged = strongestDecision(list.map((behavior, i) => decision(behavior, `r${i}`, `s${i}`)));
         const rank = { deny: 3, ask: 2, allow: 1, passthrough: 0 } as const;
         const best = list.reduce((top, b) => Math.max(top, rank[b]), 0);
         expect(rank[merged.behavior]).toBe(best);
@@ -412,10 +574,10 @@ describe("merge precedence", () => {
       fc.asyncProperty(fc.array(behaviours, { minLength: 1, maxLength: 8 }), fc.nat(), async (list, at) => {
         const withDeny = [...list];
         withDeny.splice(at % (list.length + 1), 0, "deny");
-        const approver = new Approver(() => decision("allow", "yes", "user"));
+        const approval = new CountingApproval(true);
         const rules = withDeny.map((behavior, i) => rule(`rule${i}`, behavior));
-        const final = await new PermissionPolicy({ approvalProvider: approver, rules }).decide(request("execute"));
-        expect(approver.calls).toBe(0);
+        const final = await new PermissionPolicy({ approval, rules }).decide(request("execute"));
+        expect(approval.requests).toEqual([]);
         expect(final.behavior).toBe("deny");
         expect(final.source).toBe(`rule${withDeny.indexOf("deny")}`);
       }),

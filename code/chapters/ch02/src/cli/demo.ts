@@ -16,16 +16,17 @@ const README = `# 演示工作区
 `;
 
 /**
- * A fresh workspace in a new temporary folder, and the chapter's bundled walkthrough to replay.
+ * A fresh workspace in a new temporary folder, and chapter `chapter`'s bundled walkthrough to replay.
  * The workspace sits one level down, so a walkthrough's `../…` paths also stay inside the temp folder.
  */
-export async function prepareDemo(): Promise<DemoSetup> {
+export async function prepareDemo(chapter: number): Promise<DemoSetup> {
   const root = await mkdtemp(join(tmpdir(), "agent-tutorial-demo-"));
   const workspace = join(root, "workspace");
   await mkdir(workspace);
   await writeFile(join(workspace, "README.md"), README, "utf8");
-  // From src/cli (tsx) and dist/cli (built) alike, the walkthrough is two folders up.
-  const transcript = await readTranscript(new URL("../../demo/walkthrough.json", import.meta.url));
+  // From src/cli (tsx) and dist/cli (built) alike, the walkthroughs are two folders up, one per chapter.
+  const name = `ch${String(chapter).padStart(2, "0")}.json`;
+  const transcript = await readTranscript(new URL(`../../demo/${name}`, import.meta.url));
   const first = transcript.messages.find((message) => message.role === "user");
   return { workspace, prompt: first?.content ?? "", transcript };
 }

@@ -10,7 +10,6 @@ import {
   WorkspacePathError,
   type WorkspaceFileSystem,
 } from "../core/filesystem.js";
-import type { WorkspaceWriteBoundary } from "../core/permissions.js";
 import { escapes, resolveInWorkspace, shownPath, type PathProbe } from "../core/safe-path.js";
 import { openConfined, platformError } from "./confined-open.js";
 import { makeRealFolders } from "./real-folders.js";
@@ -50,7 +49,7 @@ const CLIMBING = /(^|[\\/{,(|@!+*?])\.\.($|[\\/},)|])/;
 const WILDCARD = /[*?[\]{}()!]/;
 
 /** `WorkspaceFileSystem` on Node's `fs`. Every open is checked again after it happens (`openConfined`). */
-export class NodeWorkspaceFileSystem implements WorkspaceFileSystem, WorkspaceWriteBoundary {
+export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
   /**
    * The policy's hard boundary: every rule of `safePath` that refuses a path says it is outside.
    * Anything else is a failure to judge, and the policy fails closed on it.

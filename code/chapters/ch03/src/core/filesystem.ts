@@ -1,9 +1,17 @@
 /**
+ * Chapter 3's hard boundary for writes, asked before any rule or approver: `false` when the path is
+ * outside (any path `safePath` refuses); a throw when it cannot tell, and the policy denies on either.
+ */
+export interface WorkspaceWriteBoundary {
+  isPathWithinWorkspace(workspace: string, relativePath: string): Promise<boolean>;
+}
+
+/**
  * The file operations the four file tools need. Every method takes the workspace first and a
  * model-supplied workspace-relative path: the adapter keeps no current folder, so one instance
  * can serve any workspace and no hidden state decides where a path lands.
  */
-export interface WorkspaceFileSystem {
+export interface WorkspaceFileSystem extends WorkspaceWriteBoundary {
   /** The whole file as strict UTF-8 text, or its first `limit` lines and a line saying how many more. */
   readFile(workspace: string, relativePath: string, limit?: number): Promise<string>;
   /** Creates or overwrites the file, and missing parent folders inside the workspace; returns the UTF-8 bytes written. */

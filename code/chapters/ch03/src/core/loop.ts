@@ -2,8 +2,12 @@ import type { AgentEventListener } from "./agent-events.js";
 import { systemMessage, toolMessage, userMessage, validateToolPairing } from "./messages.js";
 import type { ChatMessage, ToolCall } from "./messages.js";
 import type { ModelClient, ModelRequest } from "./model.js";
-import type { PermissionPolicy } from "./permission-policy.js";
-import { PermissionDecision, PermissionRequest } from "./permissions.js";
+import {
+  PermissionContractError,
+  PermissionDecision,
+  PermissionRequest,
+  type PermissionPolicy,
+} from "./permissions.js";
 import { toolError } from "./tools.js";
 import type { ToolContext, ToolRegistry, ToolResult } from "./tools.js";
 
@@ -36,7 +40,7 @@ export interface AgentRunnerOptions {
   /** Model calls allowed per run; 20 when omitted. */
   readonly maxTurns?: number;
   /** Decides every prepared call before it runs; without one, calls run unasked (offline unit tests only). */
-  readonly policy?: PermissionPolicy;
+  readonly permissionPolicy?: PermissionPolicy;
   readonly onEvent?: AgentEventListener;
 }
 
@@ -54,7 +58,7 @@ export class AgentRunner {
   readonly #systemPrompt: string;
   readonly #context: ToolContext;
   readonly #maxTurns: number;
-  readonly #policy: PermissionPolicy | undefined;
+  readonly #permissionPolicy: PermissionPolicy | undefined;
   readonly #onEvent: AgentEventListener | undefined;
   readonly #history: ChatMessage[] = [];
 
@@ -66,7 +70,7 @@ export class AgentRunner {
     this.#systemPrompt = options.systemPrompt;
     this.#context = Object.freeze({ workspace: options.workspace, identity: "user" });
     this.#maxTurns = maxTurns;
-    this.#policy = options.policy;
+    this.#permissionPolicy = options.permissionPolicy;
     this.#onEvent = options.onEvent;
   }
 
@@ -116,10 +120,14 @@ export class AgentRunner {
   async #execute(call: ToolCall, tools: ToolRegistry): Promise<ToolResult> {
     const prepared = tools.prepare(call);
     if (prepared.error !== undefined) return prepared.error;
-    if (this.#policy !== undefined) {
+    if (this.#permissionPolicy !== undefined) {
       try {
-        const decision = await this.#policy.decide(new PermissionRequest({ prepared, context: this.#context }));
-        if (!PermissionDecision.isDecision(decision) || decision.behavior !== "allow") return decision.toToolResult();
+        const decision: unknown = await this.#permissionPolicy.decide(
+          new PermissionRequest({ prepared, context: this.#context }),
+        );
+        // Only a checked decision may let a handler run, even from a policy subclass written elsewhere.
+        if (!(decision instanceof PermissionDecision)) throw new PermissionContractError("policy returned no decision");
+        if (!decision.isAllowed) return decision.toToolResult();
       } catch {
         // A broken contract or a failed audit: the handler must not run, and the model gets no stack trace.
         return toolError("permission_evaluation_error", "Permission evaluation failed");

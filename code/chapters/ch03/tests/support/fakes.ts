@@ -1,11 +1,11 @@
 import type { CommandResult, CommandRunner } from "../../src/core/commands.js";
+import { PermissionDecision, type ApprovalProvider, type PermissionRequest } from "../../src/core/permissions.js";
 import {
-  PermissionDecision,
-  type ApprovalProvider,
-  type PermissionRequest,
+  FileNotFoundError,
+  TextNotFoundError,
+  type WorkspaceFileSystem,
   type WorkspaceWriteBoundary,
-} from "../../src/core/permissions.js";
-import { FileNotFoundError, TextNotFoundError, type WorkspaceFileSystem } from "../../src/core/filesystem.js";
+} from "../../src/core/filesystem.js";
 
 /** A command that printed `output` and exited 0: the fields a `CommandResult` leaves unsaid, filled in. */
 export function commandResult(fields: Partial<CommandResult> = {}): CommandResult {
@@ -48,7 +48,8 @@ export function unstartableRunner(): FakeCommandRunner {
 /** What an approval provider was shown, in a shape every chapter's tests can compare. */
 export interface SeenApproval {
   readonly toolName: string;
-  readonly reason: string;
+  /** The reason of the ask it was given to settle (`request.proposedDecision`). */
+  readonly reason: string | undefined;
   readonly arguments: unknown;
 }
 
@@ -56,15 +57,22 @@ export interface SeenApproval {
  * An `ApprovalProvider` that counts its calls in `requests` and answers `answer` (a value, or a
  * function of what it was shown): `true` and `false` become allow and deny decisions from `user`;
  * anything else is returned as it is, so a non-decision such as `"yes"` reaches the policy unchanged.
+ * `received` keeps the `PermissionRequest` objects themselves.
  */
 export class CountingApproval implements ApprovalProvider {
   readonly requests: SeenApproval[] = [];
+  readonly received: PermissionRequest[] = [];
 
   constructor(private readonly answer: unknown = true) {}
 
-  async requestApproval(request: PermissionRequest, pending: PermissionDecision): Promise<PermissionDecision> {
-    const seen = { toolName: request.toolName, reason: pending.reason, arguments: request.prepared.arguments };
+  async decide(request: PermissionRequest): Promise<PermissionDecision> {
+    const seen = {
+      toolName: request.toolName,
+      reason: request.proposedDecision?.reason,
+      arguments: request.prepared.arguments,
+    };
     this.requests.push(seen);
+    this.received.push(request);
     const answer: unknown =
       typeof this.answer === "function" ? await (this.answer as (seen: SeenApproval) => unknown)(seen) : this.answer;
     if (answer === true) return new PermissionDecision("allow", "Approved in the test", "user");
@@ -111,6 +119,8 @@ export type SeenFileCall =
  */
 export class FakeFileSystem implements WorkspaceFileSystem {
   readonly calls: SeenFileCall[] = [];
+  /** Every `isPathWithinWorkspace` question, apart from `calls`, so the file calls read as before chapter 3. */
+  readonly boundaryCalls: SeenBoundaryCall[] = [];
   readonly files: Map<string, string>;
   readonly failures = new Map<string, Error>();
 
@@ -151,6 +161,13 @@ export class FakeFileSystem implements WorkspaceFileSystem {
   globFiles(workspace: string, pattern: string): Promise<readonly string[]> {
     this.calls.push(["globFiles", workspace, pattern]);
     return this.#attempt(pattern, () => [...this.files.keys()].sort());
+  }
+
+  /** Outside: an absolute path, a drive or UNC prefix, or any `..` segment; the rest is inside. */
+  isPathWithinWorkspace(workspace: string, relativePath: string): Promise<boolean> {
+    this.boundaryCalls.push([workspace, relativePath]);
+    const outside = /^([\\/]|[A-Za-z]:)/.test(relativePath) || relativePath.split(/[\\/]/).includes("..");
+    return Promise.resolve(!outside);
   }
 
   #attempt<T>(key: string, operation: () => T): Promise<T> {
