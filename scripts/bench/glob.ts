@@ -1,8 +1,10 @@
-// glob: the `glob` tool vs raw fast-glob with the same options, on a generated 100k-file tree with symlinks.
+// glob: the `glob` tool vs raw fast-glob with the same options, on a generated 100k-file tree with symlinks;
+// then patterns that make a backtracking matcher try every split, against a 255-character name.
 import { closeSync, mkdirSync, openSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import fg from "fast-glob";
 import { MAX_GLOB_RESULTS, NodeWorkspaceFileSystem } from "../../code/chapters/ch03/src/adapters/filesystem.js";
+import { compileGlob, matchesPath } from "../../code/chapters/ch03/src/adapters/glob-match.js";
 import { toolCall } from "../../code/chapters/ch03/src/core/messages.js";
 import { ToolRegistry } from "../../code/chapters/ch03/src/core/tools.js";
 import { createGlobTool } from "../../code/chapters/ch03/src/features/builtin-tools.js";
@@ -18,6 +20,12 @@ const LINKS = 10;
 const NEEDLE = "d057/s3/needle-0042.txt";
 
 export async function benchGlob(options: { readonly runs: number }): Promise<{ rows: Row[]; notes: string[] }> {
+  const tree = await benchTree(options);
+  const hostile = await benchHostilePatterns(options);
+  return { rows: [...tree.rows, ...hostile.rows], notes: [...tree.notes, ...hostile.notes] };
+}
+
+async function benchTree(options: { readonly runs: number }): Promise<{ rows: Row[]; notes: string[] }> {
   const root = makeTemp("glob");
   try {
     const started = nowNs();
@@ -108,6 +116,136 @@ export async function benchGlob(options: { readonly runs: number }): Promise<{ r
         },
       ],
       notes,
+    };
+  } finally {
+    removeTemp(root);
+  }
+}
+
+/** A name as long as a name may be (255 bytes), with no `b` in it: a backtracking matcher tries every split. */
+const LONG_NAME = "a".repeat(255);
+const ORDINARY = "*.txt";
+/** Twelve `*a` and a `b`: picomatch's regex for it backtracks for longer than anyone waits on LONG_NAME. */
+const HOSTILE = `${"*a".repeat(12)}*b`;
+/** As many `*a` as MAX_GLOB_PATTERN_CHARS allows. */
+const LONGEST = `${"*a".repeat(499)}*b`;
+/** The matcher's own worst case: a run of 128 `?` placed at each of 128 positions (128 × 128 unit checks). */
+const WIDE_RUN = `*${"?".repeat(127)}b*`;
+
+/**
+ * The same tool and the same matcher on patterns a backtracking matcher cannot finish, beside an ordinary pattern
+ * in the same run: the ratios, not the times, show that matching is linear in the name. Raw fast-glob (the old
+ * engine) is timed with one, two and three `*a` only: each one more multiplies its time by about the name's length.
+ */
+async function benchHostilePatterns(options: { readonly runs: number }): Promise<{ rows: Row[]; notes: string[] }> {
+  const root = makeTemp("glob-hostile");
+  try {
+    const workspace = join(root, "workspace");
+    mkdirSync(workspace);
+    for (const name of [LONG_NAME, "x.txt"]) closeSync(openSync(join(workspace, name), "w"));
+    const fileSystem = new NodeWorkspaceFileSystem();
+    const tool = (pattern: string) => async (): Promise<number> => {
+      const start = nowNs();
+      await fileSystem.globFiles(workspace, pattern);
+      return nowNs() - start;
+    };
+    /** Nanoseconds per match of LONG_NAME, over enough matches to be well above the clock's resolution. */
+    const matcher = (pattern: string, times: number) => {
+      const glob = compileGlob(pattern);
+      return (): Promise<number> => {
+        const start = nowNs();
+        for (let i = 0; i < times; i += 1) if (matchesPath(glob, LONG_NAME)) throw new Error(`${pattern} matched`);
+        return Promise.resolve((nowNs() - start) / times);
+      };
+    };
+    const raw = (pattern: string) => async (): Promise<number> => {
+      const start = nowNs();
+      await fg(pattern, { cwd: workspace, onlyFiles: true, braceExpansion: false, extglob: false });
+      return nowNs() - start;
+    };
+    const runs = Math.max(options.runs, 5);
+    const samples = await rounds(
+      {
+        toolOrdinary: tool(ORDINARY),
+        toolHostile: tool(HOSTILE),
+        toolLongest: tool(LONGEST),
+        matchOrdinary: matcher(ORDINARY, 20_000),
+        matchHostile: matcher(HOSTILE, 20_000),
+        matchLongest: matcher(LONGEST, 2_000),
+        matchWide: matcher(WIDE_RUN, 2_000),
+        rawOrdinary: raw(ORDINARY),
+        rawOne: raw(`${"*a".repeat(1)}*b`),
+        rawTwo: raw(`${"*a".repeat(2)}*b`),
+      },
+      { runs, warmup: 1 },
+    );
+    // Three `*a` take raw fast-glob seconds: fewer rounds, timed apart from the rest.
+    const rawThree = await rounds({ rawThree: raw(`${"*a".repeat(3)}*b`) }, { runs: 2, warmup: 0 });
+    const versus = (a: readonly number[], b: readonly number[], baseline: string) =>
+      ratioText(ratioOfMedians(a, b), baseline);
+    const toolRatio = ratioOfMedians(samples.toolHostile, samples.toolOrdinary);
+    const matchRatio = ratioOfMedians(samples.matchHostile, samples.matchOrdinary);
+    return {
+      rows: [
+        { name: "glob `*.txt`, 255-char name beside: tool", kind: "time", value: summarize(samples.toolOrdinary) },
+        {
+          name: "glob `*a*a…*b` (12 `*a`), 255-char name: tool",
+          kind: "time",
+          value: summarize(samples.toolHostile),
+          ratio: versus(samples.toolHostile, samples.toolOrdinary, "`*.txt`"),
+          goal: { text: "≤ 2× `*.txt`", met: toolRatio <= 2 },
+        },
+        {
+          name: "glob `*a…*b` (499 `*a`, 1,000 chars): tool",
+          kind: "time",
+          value: summarize(samples.toolLongest),
+          ratio: versus(samples.toolLongest, samples.toolOrdinary, "`*.txt`"),
+        },
+        { name: "match 255-char name: `*.txt`", kind: "time", value: summarize(samples.matchOrdinary) },
+        {
+          name: "match 255-char name: `*a*a…*b` (12 `*a`)",
+          kind: "time",
+          value: summarize(samples.matchHostile),
+          ratio: versus(samples.matchHostile, samples.matchOrdinary, "`*.txt`"),
+          goal: { text: "≤ 10× `*.txt`", met: matchRatio <= 10 },
+        },
+        {
+          name: "match 255-char name: 499 `*a` (1,000 chars)",
+          kind: "time",
+          value: summarize(samples.matchLongest),
+          ratio: versus(samples.matchLongest, samples.matchOrdinary, "`*.txt`"),
+        },
+        {
+          name: "match 255-char name: `*` + 127 `?` + `b*`",
+          kind: "time",
+          value: summarize(samples.matchWide),
+          ratio: versus(samples.matchWide, samples.matchOrdinary, "`*.txt`"),
+        },
+        { name: "raw fast-glob `*.txt`, 255-char name beside", kind: "time", value: summarize(samples.rawOrdinary) },
+        {
+          name: "raw fast-glob `*a*b`, 255-char name",
+          kind: "time",
+          value: summarize(samples.rawOne),
+          ratio: versus(samples.rawOne, samples.rawOrdinary, "raw `*.txt`"),
+        },
+        {
+          name: "raw fast-glob `*a*a*b`, 255-char name",
+          kind: "time",
+          value: summarize(samples.rawTwo),
+          ratio: versus(samples.rawTwo, samples.rawOrdinary, "raw `*.txt`"),
+        },
+        {
+          name: "raw fast-glob `*a*a*a*b`, 255-char name",
+          kind: "time",
+          value: summarize(rawThree.rawThree),
+          ratio: versus(rawThree.rawThree, samples.rawOrdinary, "raw `*.txt`"),
+        },
+      ],
+      notes: [
+        "glob hostile: one folder with a 255-character name of `a`s and `x.txt`; the tool and the matcher rows run the " +
+          "patterns side by side in the same rounds. Raw fast-glob stops at three `*a`: four take minutes, " +
+          "twelve would not finish.",
+      ],
     };
   } finally {
     removeTemp(root);

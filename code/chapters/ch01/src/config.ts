@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync, realpathSync, statSync } from "node:fs";
+import { isAbsolute, join, relative, sep } from "node:path";
 import { parseEnv } from "node:util";
 
 /** A setting that is missing or unusable: exit code 2, and the model is never contacted. */
@@ -83,6 +83,22 @@ export function readDotEnv(folder: string): Record<string, string> {
     );
   }
   return parseEnv(text) as Record<string, string>;
+}
+
+/**
+ * The path of `<folder>/.env` when that file exists inside `workspace` (real paths compared), else
+ * `undefined`. There the model's tools can read every key in it; the default setup is exactly that.
+ */
+export function dotEnvInWorkspace(folder: string, workspace: string): string | undefined {
+  const path = join(folder, ".env");
+  let from: string;
+  try {
+    if (!statSync(path).isFile()) return undefined;
+    from = relative(realpathSync.native(workspace), realpathSync.native(folder));
+  } catch {
+    return undefined;
+  }
+  return isAbsolute(from) || from.split(sep)[0] === ".." ? undefined : path;
 }
 
 function decodeText(bytes: Buffer): string | undefined {

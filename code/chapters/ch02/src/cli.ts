@@ -1,15 +1,16 @@
 import { statSync } from "node:fs";
-import { createInterface, type Interface } from "node:readline";
 import { resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, parseCliArgs, type CliOptions } from "./cli/args.js";
+import { AnswerInput } from "./cli/answer-input.js";
+import { argumentsView } from "./cli/approval-view.js";
 import { prepareDemo } from "./cli/demo.js";
 import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
-import { visible } from "./cli/visible.js";
-import { ConfigurationError, loadSettings, readDotEnv } from "./config.js";
+import { oneLine, shownAnswer, visible } from "./cli/visible.js";
+import { ConfigurationError, dotEnvInWorkspace, loadSettings, readDotEnv } from "./config.js";
 import { AgentRunError, type AgentRunner, type AuthorizationRequest, type ToolAuthorizer } from "./core/loop.js";
 import type { ModelClient } from "./core/model.js";
 import { profileForChapter, UnknownChapterError } from "./core/profiles.js";
@@ -55,40 +56,36 @@ export function isYes(answer: string): boolean {
  * refuses without asking: a pipe or a CI job never approves anything by accident.
  */
 export class TerminalAuthorizer implements ToolAuthorizer {
-  #reader: Interface | undefined;
-  #lines: AsyncIterator<string> | undefined;
+  // Read from the start on a terminal, so an answer typed before its question is dropped, not kept for it.
+  readonly #answers: AnswerInput | undefined;
 
   constructor(
-    private readonly input: Readable,
+    input: Readable,
     private readonly terminal: Terminal,
-    private readonly inputIsTTY: boolean,
-  ) {}
+    inputIsTTY: boolean,
+  ) {
+    this.#answers = inputIsTTY ? new AnswerInput(input) : undefined;
+  }
 
   async authorize(request: AuthorizationRequest): Promise<boolean> {
-    if (!this.inputIsTTY) {
+    if (this.#answers === undefined) {
       this.terminal.line("无交互输入，默认拒绝。");
       return false;
     }
-    this.terminal.line(`工具调用需要批准: ${visible(request.toolName)}`);
-    this.terminal.line(`原因: ${visible(request.reason)}`);
-    this.terminal.line(`参数: ${visible(JSON.stringify(request.arguments))}`);
+    // An ordinary call is the book's four lines; a long or odd one is bounded, its command or path repeated last.
+    const view = argumentsView(request.arguments);
+    this.terminal.line(`工具调用需要批准: ${oneLine(request.toolName)}`);
+    this.terminal.line(`原因: ${oneLine(request.reason)}`);
+    this.terminal.line(`参数: ${view.json}`);
+    for (const line of view.below) this.terminal.line(line);
     this.terminal.prompt("允许本次调用? [y/N] ");
-    const answer = await this.#nextLine();
+    const answer = await this.#answers.next();
     return answer !== undefined && isYes(answer);
   }
 
   /** Releases stdin so the process can exit. */
   close(): void {
-    this.#reader?.close();
-  }
-
-  async #nextLine(): Promise<string | undefined> {
-    if (this.#lines === undefined) {
-      this.#reader = createInterface({ input: this.input, crlfDelay: Infinity });
-      this.#lines = this.#reader[Symbol.asyncIterator]();
-    }
-    const next = await this.#lines.next();
-    return next.done === true ? undefined : next.value;
+    this.#answers?.close();
   }
 }
 
@@ -104,12 +101,15 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
   let agent: AgentRunner | undefined;
   let options: CliOptions | undefined;
   let code: number;
+  let stopOnSignals: (() => void) | undefined;
   try {
     options = parseCliArgs(argv);
     if (options.help) {
       io.stdout.write(helpText(entry));
       return 0;
     }
+    // Reading the terminal from here on drops what was typed while the run started, before any question.
+    authorizer = new TerminalAuthorizer(io.stdin, terminal, io.stdinIsTTY);
     const profile = profileForChapter(options.chapter ?? 0);
     const demo = options.demo ? await prepareDemo(profile.chapter) : undefined;
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
@@ -119,22 +119,31 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // A recording holds its task, so `--replay` needs no `--prompt`.
     const prompt = demo?.prompt ?? options.prompt ?? recording?.messages.find((m) => m.role === "user")?.content;
     if (prompt === undefined) throw new ArgumentError("Both --chapter and --prompt are required");
-    authorizer = new TerminalAuthorizer(io.stdin, terminal, io.stdinIsTTY);
+    const workspace = demo?.workspace ?? workspaceFolder(options, base);
+    // Only a real model reads .env; said on stderr, with the path and never a value.
+    const exposedEnv = script === undefined ? dotEnvInWorkspace(base, workspace) : undefined;
+    if (exposedEnv !== undefined) {
+      terminal.line(
+        `警告: ${visible(exposedEnv)} 在工作区里, 模型可以用工具读到其中的密钥; 把 .env 放到工作区外, 或用 --workspace 指定别的文件夹。`,
+      );
+    }
     agent = buildAgent(profile, {
       model,
-      workspace: demo?.workspace ?? workspaceFolder(options, base),
+      workspace,
       authorizer,
       ...(options.maxTurns === undefined ? {} : { maxTurns: options.maxTurns }),
       ...(options.quiet ? {} : { onEvent: progressListener(terminal) }),
     });
+    stopOnSignals = exitOnSignals(terminal);
     const result = await agent.run(prompt);
     terminal.clearStatus();
-    io.stdout.write(`${visible(result.finalText)}\n`);
+    io.stdout.write(`${shownAnswer(result.finalText)}\n`);
     code = 0;
   } catch (error) {
     terminal.clearStatus();
     code = reportFailure(error, terminal);
   } finally {
+    stopOnSignals?.();
     authorizer?.close();
   }
   const history = agent?.history ?? [];
@@ -156,11 +165,32 @@ function reportFailure(error: unknown, terminal: Terminal): number {
     return 2;
   }
   if (error instanceof AgentRunError || error instanceof ArgumentError || error instanceof UnknownChapterError) {
-    terminal.line(`运行失败: ${visible(error.message)}`);
+    // A provider's or model's text in the message must not start a line of its own.
+    terminal.line(`运行失败: ${oneLine(error.message)}`);
     return 1;
   }
-  terminal.line(`意外错误: ${visible(error instanceof Error ? error.message : String(error))}`);
+  terminal.line(`意外错误: ${oneLine(error instanceof Error ? error.message : String(error))}`);
   return 1;
+}
+
+/** Exit codes for the signals that end a run: 128 + the signal's number, as a shell reports them. */
+const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
+
+/**
+ * Ctrl-C, a closed terminal (SIGHUP) or `kill` (SIGTERM) ends the run at once. process.exit runs the
+ * PowerShell adapter's exit hook, which kills every running command's process tree: nothing it started
+ * outlives the agent. Returns the function that removes the handlers again.
+ */
+function exitOnSignals(terminal: Terminal): () => void {
+  const removers = Object.entries(SIGNAL_EXIT_CODES).map(([signal, code]) => {
+    const handler = (): void => {
+      if (signal === "SIGINT") terminal.line("已中断，正在停止本次运行启动的所有命令。");
+      process.exit(code);
+    };
+    process.on(signal, handler);
+    return () => process.off(signal, handler);
+  });
+  return () => removers.forEach((remove) => remove());
 }
 
 /** The real model, from the three settings: flags, then the environment, then `.env`. */

@@ -27,6 +27,7 @@ import { completion, startLoopbackOpenAI, type LoopbackOpenAI, type LoopbackRepl
 import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
 import { Sink } from "./support/sink.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
+import { typeAnswers } from "./support/typist.js";
 
 const folders: string[] = [];
 const servers: LoopbackOpenAI[] = [];
@@ -73,8 +74,9 @@ async function cliRun(argv: readonly string[], replies: readonly LoopbackReply[]
   const server = await startLoopbackOpenAI((_body, index) => replies[index] ?? { json: completion({ content: "?" }) });
   servers.push(server);
   const input = new PassThrough();
-  if (stdin !== undefined) input.end(stdin);
   const [stdout, stderr] = [new Sink(), new Sink()];
+  // Typed once the question is on screen, as a person would: typed ahead, it would be dropped.
+  if (stdin !== undefined) typeAnswers(input, stderr, [stdin]);
   const env: CliIO["env"] =
     replies.length === 0 ? {} : { OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "k", OPENAI_MODEL: "m" };
   const cwd = await tempFolder();

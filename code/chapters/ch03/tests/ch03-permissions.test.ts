@@ -25,6 +25,7 @@ import { WorkspacePathError, type WorkspaceFileSystem, type WorkspaceWriteBounda
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
 import { CountingApproval, FakeCommandRunner, FakeFileSystem } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
+import { typeAnswers } from "./support/typist.js";
 
 // The chapter 3 gate: the book's ten acceptance rules, each proven through the real loop, the real
 // registry, the real tools and a real temporary disk. Only the model, the shell and the human are scripted.
@@ -188,6 +189,8 @@ class Collected extends Writable {
   text = "";
   override _write(chunk: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     this.text += Buffer.isBuffer(chunk) ? chunk.toString("utf8") : String(chunk);
+    // For typeAnswers, which types each answer only once its question is on screen.
+    this.emit("text");
     callback();
   }
 }
@@ -603,7 +606,7 @@ describe("rule 3: ask runs only after an explicit allow", () => {
       true,
     );
     const r = rig(terminal);
-    input.write("yes\n\n");
+    typeAnswers(input, output, ["yes\n", "\n"]);
     const result = await runP03(r, [writeNotes("c1", "first"), writeNotes("c2", "second")]);
     terminal.close();
 
@@ -706,7 +709,7 @@ describe("rule 4: no provider, provider error, invalid result, empty answer and 
       true,
     );
     const r = rig(terminal);
-    input.end(typed);
+    typeAnswers(input, output, [typed]);
     const result = await runP03(r, [writeNotes()]);
     terminal.close();
 
@@ -1391,7 +1394,7 @@ describe("rule 10: every final P03 decision is audited", () => {
     const terminal = new Terminal(output, { interactive: false, color: false });
     const approval = new TerminalApprovalProvider(input, terminal, true);
     const r = rig(approval);
-    input.write("y\n\n");
+    typeAnswers(input, output, ["y\n", "\n"]);
     const result = await runP03(
       r,
       [writeNotes("c1", "first"), writeNotes("c2", "second")],
@@ -1634,7 +1637,7 @@ describe("BOOK decision 5: the approver receives the merged ask as request.propo
       true,
     );
     const r = rig(approval);
-    input.write("y\nn\n");
+    typeAnswers(input, output, ["y\n", "n\n"]);
     const review = writeRule("review-notes", "ask");
     const result = await runWithPolicy(r, policyFor(r, { rules: [review, CONFIRM_FILE_WRITE] }), [
       toolTurn(call("c1", "shell", { command: "Get-ChildItem -Force" })),

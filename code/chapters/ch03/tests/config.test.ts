@@ -1,8 +1,8 @@
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { ConfigurationError, loadSettings, readDotEnv, REQUIRED_SETTINGS } from "../src/config.js";
+import { ConfigurationError, dotEnvInWorkspace, loadSettings, readDotEnv, REQUIRED_SETTINGS } from "../src/config.js";
 
 const GOOD = {
   OPENAI_BASE_URL: "https://api.openai.com/v1",
@@ -192,5 +192,53 @@ describe("readDotEnv", () => {
 
   it("an empty .env has no variables", async () => {
     expect(readDotEnv(await folderWithDotEnv(Buffer.alloc(0)))).toStrictEqual({});
+  });
+});
+
+describe("dotEnvInWorkspace", () => {
+  it("the default setup: .env in the folder that is also the workspace is reported by its path", async () => {
+    const folder = await folderWithDotEnv(Buffer.from("OPENAI_API_KEY=sk-secret\n"));
+    expect(dotEnvInWorkspace(folder, folder)).toBe(join(folder, ".env"));
+  });
+
+  it("a workspace above the .env's folder (--workspace ..) still holds it", async () => {
+    const folder = await folderWithDotEnv(Buffer.from("OPENAI_API_KEY=sk-secret\n"));
+    const nested = join(folder, "app");
+    await mkdir(nested);
+    await writeFile(join(nested, ".env"), "OPENAI_API_KEY=sk-secret\n");
+    expect(dotEnvInWorkspace(nested, folder)).toBe(join(nested, ".env"));
+  });
+
+  it("a workspace elsewhere, below the .env's folder or beside it with the same prefix does not", async () => {
+    const folder = await folderWithDotEnv(Buffer.from("OPENAI_API_KEY=sk-secret\n"));
+    const below = join(folder, "project");
+    await mkdir(below);
+    const elsewhere = await mkdtemp(join(tmpdir(), "ch01-config-"));
+    folders.push(elsewhere);
+    const beside = `${folder}-2`;
+    await mkdir(beside);
+    folders.push(beside);
+    expect([below, elsewhere, beside].map((workspace) => dotEnvInWorkspace(folder, workspace))).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+  });
+
+  it("no .env, or a folder named .env, is nothing to warn about", async () => {
+    const folder = await mkdtemp(join(tmpdir(), "ch01-config-"));
+    folders.push(folder);
+    expect(dotEnvInWorkspace(folder, folder)).toBeUndefined();
+    await mkdir(join(folder, ".env"));
+    expect(dotEnvInWorkspace(folder, folder)).toBeUndefined();
+  });
+
+  it("compares real paths: a workspace reached through a symbolic link is the same folder", async () => {
+    const folder = await folderWithDotEnv(Buffer.from("OPENAI_API_KEY=sk-secret\n"));
+    const parent = await mkdtemp(join(tmpdir(), "ch01-config-"));
+    folders.push(parent);
+    const link = join(parent, "link");
+    await symlink(folder, link, "junction");
+    expect(dotEnvInWorkspace(folder, link)).toBe(join(folder, ".env"));
   });
 });

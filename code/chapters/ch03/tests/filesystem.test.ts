@@ -1,8 +1,21 @@
 import { execFileSync } from "node:child_process";
-import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, truncate, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import {
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  realpath,
+  rm,
+  symlink,
+  truncate,
+  writeFile,
+  type FileHandle,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   MAX_FILE_BYTES,
   MAX_GLOB_PATTERN_CHARS,
@@ -10,6 +23,7 @@ import {
   NodeWorkspaceFileSystem,
   safePath,
 } from "../src/adapters/filesystem.js";
+import { platformError } from "../src/adapters/confined-open.js";
 import {
   FileNotFoundError,
   FileSystemOperationError,
@@ -18,7 +32,7 @@ import {
   TextNotFoundError,
   WorkspacePathError,
 } from "../src/core/filesystem.js";
-import { shownPath, workspaceSegments } from "../src/core/safe-path.js";
+import { MAX_PATH_BYTES, MAX_SEGMENT_BYTES, shownPath, workspaceSegments } from "../src/core/safe-path.js";
 
 // Folder links are made as junctions: Windows allows them without privileges, POSIX ignores the type.
 // Links to files and FIFOs need POSIX.
@@ -106,7 +120,6 @@ const lexical: [string, Outcome][] = [
   ["a//b.txt", { inside: "a/b.txt" }],
   ["a/", { inside: "a" }],
   ["new/folder/file.txt", { inside: "new/folder/file.txt" }],
-  [".", { inside: "" }],
   ["中文 名字.txt", { inside: "中文 名字.txt" }],
   ["‥/x", { inside: "‥/x" }], // U+2025 is a name, not `..`
   ["%2e%2e/x", { inside: "%2e%2e/x" }], // no URL decoding: a literal name
@@ -118,7 +131,8 @@ const lexical: [string, Outcome][] = [
   ["nul_file.txt", { inside: "nul_file.txt" }],
   ["auxiliary/x", { inside: "auxiliary/x" }],
   ["x".repeat(255), { inside: "x".repeat(255) }],
-  [`${"a/".repeat(2047)}ab`, { inside: `${"a/".repeat(2047)}ab` }], // 4,096 characters: the most allowed
+  ["中".repeat(85), { inside: "中".repeat(85) }], // 255 bytes: names are measured in UTF-8 bytes
+  [`${"🙂".repeat(63)}abc`, { inside: `${"🙂".repeat(63)}abc` }], // 255 bytes, 129 UTF-16 units
   ["", "refused"],
   ["/etc/passwd", "refused"],
   ["\\Windows\\win.ini", "refused"],
@@ -145,7 +159,15 @@ const lexical: [string, Outcome][] = [
   ["dir /x", "refused"],
   ["...", "refused"],
   ["x".repeat(256), "refused"],
-  [`${"a/".repeat(2047)}abc`, "refused"], // 4,097 characters
+  ["中".repeat(86), "refused"], // 258 bytes in 86 UTF-16 units
+  ["中".repeat(200), "refused"], // 600 bytes: a disk takes 255
+  ["🙂".repeat(64), "refused"], // 256 bytes
+  [`${"a/".repeat(2047)}ab`, "refused"], // 4,096 bytes: one more than a whole path may take
+  // The workspace folder itself is no place inside it: nothing can be written there.
+  [".", "refused"],
+  ["./", "refused"],
+  [".//.\\.", "refused"],
+  [".\\", "refused"],
   [`../${"a".repeat(5_000)}`, "refused"],
 ];
 
@@ -190,6 +212,51 @@ describe("safePath's first check: the text alone, no disk", () => {
     expect(refused).toBeInstanceOf(Promise);
     expect(await accepted).toBe(join(ws, "a", "b.txt"));
     await expect(refused).rejects.toThrow(new WorkspacePathError("Path escapes workspace: ../x"));
+  });
+});
+
+describe("names and paths are measured in UTF-8 bytes, as the disk counts them, not in UTF-16 units", () => {
+  const files = new NodeWorkspaceFileSystem();
+
+  it("a name takes at most MAX_SEGMENT_BYTES (255) bytes and a path's text MAX_PATH_BYTES (4,095)", () => {
+    expect([MAX_SEGMENT_BYTES, MAX_PATH_BYTES]).toEqual([255, 4095]);
+    // "中/" is 4 bytes in 2 UTF-16 units: 4,095 bytes are 2,048 units.
+    const longest = `${"中/".repeat(1023)}中`;
+    expect(Buffer.byteLength(longest, "utf8")).toBe(4095);
+    expect(workspaceSegments(longest)).toHaveLength(1024);
+    expect(() => workspaceSegments(`${longest}x`)).toThrow(
+      new WorkspacePathError(`Path escapes workspace: ${shownPath(`${longest}x`)}`),
+    );
+  });
+
+  it("safePath counts the workspace's own path too: an absolute path of 4,095 bytes resolves, one of 4,096 is refused", async () => {
+    // The workspace's path and its separator take some of the 4,095; "a/" segments and a last name take the rest.
+    const rest = MAX_PATH_BYTES - Buffer.byteLength(ws, "utf8") - 1;
+    const pairs = Math.floor((rest - 1) / 2);
+    const fits = `${"a/".repeat(pairs)}${"b".repeat(rest - 2 * pairs)}`;
+    expect(Buffer.byteLength(join(ws, fits), "utf8")).toBe(4095);
+    expect(await safePath(ws, fits)).toBe(join(ws, fits));
+    await expect(safePath(ws, `${fits}c`)).rejects.toThrow(
+      new WorkspacePathError(`Path escapes workspace: ${shownPath(`${fits}c`)}`),
+    );
+  });
+
+  it("a 600-byte name of 200 characters is path_escape for a write, an edit and a read, and nothing is created", async () => {
+    const name = "中".repeat(200);
+    const escape = new WorkspacePathError(`Path escapes workspace: ${name}`);
+    const before = await readdir(ws);
+    await expect(files.writeFile(ws, name, "x")).rejects.toThrow(escape);
+    await expect(files.writeFile(ws, `new-folder/${name}`, "x")).rejects.toThrow(
+      new WorkspacePathError(`Path escapes workspace: ${shownPath(`new-folder/${name}`)}`),
+    );
+    await expect(files.editFile(ws, name, "x", "y")).rejects.toThrow(escape);
+    await expect(files.readFile(ws, name)).rejects.toThrow(escape);
+    expect(await readdir(ws)).toEqual(before);
+  });
+
+  it("a name too long for this system's open (ENAMETOOLONG) is path_escape too, never an errno", () => {
+    const tooLong = Object.assign(new Error("ENAMETOOLONG: name too long"), { code: "ENAMETOOLONG" });
+    expect(platformError(tooLong, "x.txt")).toEqual(new WorkspacePathError("Path escapes workspace: x.txt"));
   });
 });
 
@@ -271,16 +338,26 @@ describe("NodeWorkspaceFileSystem: the port on the real disk, the workspace firs
     await rm(fsRoot, { recursive: true, force: true });
   });
 
-  it("writing to . (the workspace folder itself) is Path is a directory, and nothing is created", async () => {
+  it("the workspace folder itself (., ./, .\\) is no path inside it: writing, editing or reading it is path_escape", async () => {
     const before = await readdir(two);
-    for (const path of [".", "./", "sub/.."]) {
-      const expected =
-        path === "sub/.."
-          ? new WorkspacePathError("Path escapes workspace: sub/..")
-          : new InvalidFilePathError(`Path is a directory: ${path}`);
-      await expect(files.writeFile(two, path, "x")).rejects.toThrow(expected);
+    for (const path of [".", "./", ".\\", ".//.", "sub/.."]) {
+      const escape = new WorkspacePathError(`Path escapes workspace: ${path}`);
+      await expect(safePath(two, path)).rejects.toThrow(escape);
+      await expect(files.writeFile(two, path, "x")).rejects.toThrow(escape);
+      await expect(files.editFile(two, path, "x", "y")).rejects.toThrow(escape);
+      await expect(files.readFile(two, path)).rejects.toThrow(escape);
     }
     expect(await readdir(two)).toEqual(before);
+  });
+
+  it("a link to the workspace folder names a folder: writing it is Path is a directory, and nothing is created", async () => {
+    await symlink(two, join(two, "self"), "junction");
+    const before = await readdir(two);
+    await expect(files.writeFile(two, "self", "x")).rejects.toThrow(
+      new InvalidFilePathError("Path is a directory: self"),
+    );
+    expect(await readdir(two)).toEqual(before);
+    await rm(join(two, "self"));
   });
 
   it("takes no folder when it is made: one instance serves any workspace it is handed", async () => {
@@ -315,6 +392,60 @@ describe("NodeWorkspaceFileSystem: the port on the real disk, the workspace firs
     );
     await rm(join(two, "edge.txt"));
   });
+
+  // Windows has no sparse file without fsutil: truncating would write 8 GiB of zeros to the disk.
+  it.skipIf(!posix)(
+    "an 8 GiB file with no line break (sparse) is refused from its opened size at once, with or without a limit",
+    async () => {
+      const handle = await open(join(two, "huge.log"), "w");
+      await handle.truncate(8 * 1024 ** 3);
+      await handle.close();
+      const refused = new FileSystemOperationError("the file is 8589934592 bytes; at most 10485760 are read");
+      const started = performance.now();
+      await expect(files.readFile(two, "huge.log")).rejects.toThrow(refused);
+      await expect(files.readFile(two, "huge.log", 1)).rejects.toThrow(refused);
+      await expect(files.editFile(two, "huge.log", "x", "y")).rejects.toThrow(refused);
+      // Scanning 8 GiB takes tens of seconds; three stats take milliseconds, on a busy machine too.
+      expect(performance.now() - started).toBeLessThan(2_000);
+      await rm(join(two, "huge.log"));
+    },
+  );
+
+  it.skipIf(!existsSync("/proc/self/status"))(
+    "a file whose size says 0 but holds more (Linux's /proc) is read to its end, not cut one byte past its size",
+    async () => {
+      const text = await files.readFile("/proc/self", "status");
+      expect(text.startsWith("Name:")).toBe(true);
+      expect(text.endsWith("\n")).toBe(true);
+    },
+  );
+
+  it.skipIf(!posix)(
+    "a file that grew past MAX_FILE_BYTES after its size was read is refused without reading on: 8 GiB the size check missed",
+    async () => {
+      const handle = await open(join(two, "growing.log"), "w");
+      await handle.truncate(8 * 1024 ** 3);
+      await handle.close();
+      // Plays the writer that appended after the size was taken: every opened file's stat says it was empty.
+      const prototype = Object.getPrototypeOf(handle) as FileHandle;
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with each handle as `this`
+      const stat = prototype.stat;
+      vi.spyOn(prototype, "stat").mockImplementation(async function (this: FileHandle) {
+        return Object.assign(await stat.call(this), { size: 0 });
+      });
+      try {
+        const started = performance.now();
+        await expect(files.readFile(two, "growing.log")).rejects.toThrow(
+          new FileSystemOperationError("the file grew past 10485760 bytes while it was read"),
+        );
+        // At most one byte past the cap is read: milliseconds, where reading on to the end would take tens of seconds.
+        expect(performance.now() - started).toBeLessThan(2_000);
+      } finally {
+        vi.restoreAllMocks();
+        await rm(join(two, "growing.log"));
+      }
+    },
+  );
 
   it("turns the platform's errors into the domain's: never an errno", async () => {
     await expect(files.readFile(one, "nope.txt")).rejects.toThrow(new FileNotFoundError("File not found: nope.txt"));
@@ -406,6 +537,33 @@ describe("globFiles' boundaries", () => {
       );
     },
   );
+
+  // The same characters as in a path: NUL once reached the walk and killed the CLI with a stack trace.
+  it.each([
+    "a\u0000b",
+    "\u0000",
+    "**/*\u0000",
+    "sub/\u0000*",
+    "sub/*.txt\n",
+    "\u001b[31m*",
+    "*\u007f",
+    "\u009b*",
+    "a|b",
+    "*<x>*",
+    '"*"',
+    "*:Zone.Identifier",
+    "sub/*:stream",
+  ])("refuses %j, which holds a character no path may, as path_escape before walking anything", async (pattern) => {
+    await expect(files.globFiles(gws, pattern)).rejects.toThrow(
+      new WorkspacePathError(`Path escapes workspace: ${pattern}`),
+    );
+  });
+
+  it("does not refuse ./ before a pattern, though safePath refuses . as a path: the workspace folder adds nothing", async () => {
+    for (const pattern of ["./sub/*.txt", ".//sub/*.txt", "./*/in.txt", "./sub/in.txt"]) {
+      await expect(files.globFiles(gws, pattern)).resolves.toHaveLength(1);
+    }
+  });
 
   it("sends the fixed folders before the first wildcard through safePath: escape/*.txt is refused", async () => {
     for (const pattern of ["escape/*.txt", "escape/**", "escape/secret.txt"]) {

@@ -4,6 +4,7 @@ import {
   closeSync,
   constants,
   existsSync,
+  linkSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -14,7 +15,9 @@ import {
   realpathSync,
   renameSync,
   rmSync,
+  statSync,
   symlinkSync,
+  unlinkSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -47,6 +50,8 @@ const SETUPS = [
   "prefix-sibling",
   "link-to-ws",
   "fifo",
+  "hard-link-out",
+  "hard-link-in",
 ] as const;
 type Setup = (typeof SETUPS)[number];
 
@@ -78,7 +83,7 @@ const HostileCall = z.strictObject({
   ]),
   /** The whole tool message, where the code alone does not say it. */
   message: z.string().optional(),
-  /** Workspace-relative file an allowed write or edit must have produced. */
+  /** Workspace-relative file an allowed write or edit must have produced (`{{repeat:…}}` expanded). */
   lands: z.string().optional(),
   setup: z.enum(SETUPS).optional(),
   callId: z.string().optional(),
@@ -179,6 +184,12 @@ function buildSetup(setup: Setup, { root, ws, outside }: Places): (() => void) |
       return undefined;
     case "link-to-ws":
       link("..", join("sub", "back"));
+      return undefined;
+    case "hard-link-out":
+      linkSync(join(outside, "secret.txt"), join(ws, "hl.txt"));
+      return undefined;
+    case "hard-link-in":
+      linkSync(join(ws, "inside.txt"), join(ws, "sub", "twin.txt"));
       return undefined;
     case "fifo": {
       const pipe = join(ws, "pipe");
@@ -354,9 +365,13 @@ interface Harness {
   readonly runner: FakeCommandRunner;
 }
 
-/** The real P03 agent: real registry, tools and filesystem; every ask is allowed except the shell. */
-function harness(places: Places, model: ScriptedModel, fileSystem?: WorkspaceFileSystem): Harness {
-  const approval = new CountingApproval((seen: SeenApproval) => seen.toolName !== "shell");
+/** The real P03 agent: real registry, tools and filesystem; by default every ask is allowed except the shell. */
+function harness(
+  places: Places,
+  model: ScriptedModel,
+  fileSystem?: WorkspaceFileSystem,
+  approval = new CountingApproval((seen: SeenApproval) => seen.toolName !== "shell"),
+): Harness {
   const audit = new RecordingAudit();
   const runner = new FakeCommandRunner();
   const agent = buildAgent(P03, {
@@ -394,7 +409,8 @@ async function checkCase(hostile: HostileCall): Promise<void> {
   const name = hostile.tool === "<unknown>" ? expand(hostile.name ?? "", places) : hostile.tool;
   const id = expand(hostile.callId ?? hostile.id, places);
   const args = argumentsText(hostile, places);
-  const landedPath = hostile.lands === undefined ? undefined : join(places.ws, hostile.lands);
+  const lands = hostile.lands === undefined ? undefined : expand(hostile.lands, places);
+  const landedPath = lands === undefined ? undefined : join(places.ws, lands);
   const landedBefore = landedPath !== undefined && existsSync(landedPath) ? readFileSync(landedPath, "utf8") : "";
   const model = new ScriptedModel([toolTurn(call(id, name, args)), textTurn("done")]);
   const { agent, approval, audit, runner } = harness(places, model);
@@ -424,9 +440,9 @@ async function checkCase(hostile: HostileCall): Promise<void> {
   expect(runner.calls).toEqual([]);
 
   // Inside, only what a call that lands may change has changed: its own file and the folders above it.
-  expect(withoutLanded(treeOf(places.ws), hostile.lands)).toEqual(withoutLanded(insideBefore, hostile.lands));
-  if (hostile.lands !== undefined) {
-    const landed = join(places.ws, hostile.lands);
+  expect(withoutLanded(treeOf(places.ws), lands)).toEqual(withoutLanded(insideBefore, lands));
+  if (lands !== undefined) {
+    const landed = join(places.ws, lands);
     expect(realpathSync(landed).startsWith(places.ws + sep)).toBe(true);
     const written = readFileSync(landed, "utf8");
     const parsed = JSON.parse(args) as { path?: string; content?: string; old_text?: string; new_text?: string };
@@ -470,10 +486,10 @@ describe("the hostile corpus", () => {
     const writes = corpus.filter((hostile) => WRITE_TOOLS.has(hostile.tool) && hostile.expect === "permission_denied");
     expect(writes.length).toBeGreaterThanOrEqual(80);
     expect(writes.filter((hostile) => (hostile.message ?? HARD_DENY) !== HARD_DENY)).toEqual([]);
-    // Only the FIFO and the folders are invalid_path: every rule of the path itself is the boundary's.
+    // Only the FIFO and the folders are invalid_path: every rule of the path itself is the boundary's,
+    // the workspace folder itself (".") included.
     expect(corpus.filter((hostile) => hostile.expect === "invalid_path").map((hostile) => hostile.id)).toEqual([
       "write-fifo",
-      "write-dot",
       "write-existing-folder",
       "write-under-a-file",
     ]);
@@ -562,6 +578,98 @@ describe.skipIf(!posix)("links swapped in while a turn runs", () => {
     expect(lstatSync(join(places.ws, "dir")).isSymbolicLink()).toBe(true);
     expect(outsideTree(places.root)).toEqual(before);
     expect(() => validateToolPairing(result.history)).not.toThrow();
+  });
+});
+
+// Hard links and names the disk cannot take: the boundary denies what it can see before anyone is asked,
+// and the open refuses a hard link that appears while the human is being asked. POSIX: links by `link()`.
+describe.skipIf(!posix)("hard links, overlong names and the workspace folder itself under the boundary", () => {
+  const auditRows = (audit: RecordingAudit) =>
+    audit.records.map((record) => [record.tool, record.behavior, record.source, record.reason]);
+
+  it("a write and an edit of a hard link to an outside file are the boundary's hard deny: the approver is called zero times and the outside file is unchanged", async () => {
+    const places = makePlaces();
+    linkSync(join(places.outside, "secret.txt"), join(places.ws, "hl.txt"));
+    const before = outsideTree(places.root);
+    const model = new ScriptedModel([
+      toolTurn(
+        call("w1", "write_file", { path: "hl.txt", content: "pwned" }),
+        call("e1", "edit_file", { path: "hl.txt", old_text: SECRET, new_text: "pwned" }),
+      ),
+      textTurn("done"),
+    ]);
+    const { agent, approval, audit } = harness(places, model);
+
+    const result = await agent.run("overwrite the notes");
+
+    expect(toolMessages(result.history)).toEqual([
+      ["w1", HARD_DENY],
+      ["e1", HARD_DENY],
+    ]);
+    expect(approval.requests).toEqual([]);
+    expect(auditRows(audit)).toEqual([
+      ["write_file", "deny", "workspace-boundary", OUTSIDE],
+      ["edit_file", "deny", "workspace-boundary", OUTSIDE],
+    ]);
+    expect(outsideTree(places.root)).toEqual(before);
+    expect(readFileSync(join(places.outside, "secret.txt"), "utf8")).toBe(`${SECRET}\n`);
+  });
+
+  it.each([
+    ["write_file", { path: "inside.txt", content: "pwned" }],
+    ["edit_file", { path: "inside.txt", old_text: "inside", new_text: "pwned" }],
+  ] as const)(
+    "a hard link swapped in while the approver is asking about %s is refused at the open, and the outside file is unchanged",
+    async (tool, args) => {
+      const places = makePlaces();
+      const secret = join(places.outside, "secret.txt");
+      const untouched = () => ({ content: readFileSync(secret, "utf8"), mtimeMs: statSync(secret).mtimeMs });
+      const before = untouched();
+      // While the human reads the prompt, another process makes inside.txt a second name of the secret.
+      const approval = new CountingApproval(() => {
+        unlinkSync(join(places.ws, "inside.txt"));
+        linkSync(secret, join(places.ws, "inside.txt"));
+        return true;
+      });
+      const model = new ScriptedModel([toolTurn(call("c1", tool, args)), textTurn("done")]);
+      const { agent, audit } = harness(places, model, undefined, approval);
+
+      const result = await agent.run("change inside.txt");
+
+      expect(toolMessages(result.history)).toEqual([["c1", "Error [path_escape]: Path escapes workspace: inside.txt"]]);
+      expect(approval.requests.map((seen) => seen.arguments)).toEqual([args]);
+      expect(auditRows(audit)).toEqual([[tool, "allow", "user", APPROVED]]);
+      expect(statSync(secret).nlink).toBe(2);
+      expect(untouched()).toEqual(before);
+      expect(JSON.stringify(result.history).includes(SECRET)).toBe(false);
+    },
+  );
+
+  it("a 600-byte name and the workspace folder itself are denied before any prompt, and nothing is created", async () => {
+    const places = makePlaces();
+    const name = "中".repeat(200);
+    const insideBefore = treeOf(places.ws);
+    const model = new ScriptedModel([
+      toolTurn(
+        call("w1", "write_file", { path: name, content: "pwned" }),
+        call("w2", "write_file", { path: `new/${name}`, content: "pwned" }),
+        call("e1", "edit_file", { path: name, old_text: "a", new_text: "b" }),
+        call("w3", "write_file", { path: ".", content: "pwned" }),
+        call("w4", "write_file", { path: "./", content: "pwned" }),
+        call("e2", "edit_file", { path: ".", old_text: "a", new_text: "b" }),
+      ),
+      textTurn("done"),
+    ]);
+    const { agent, approval, audit } = harness(places, model);
+
+    const result = await agent.run("write them");
+
+    expect(toolMessages(result.history)).toEqual(["w1", "w2", "e1", "w3", "w4", "e2"].map((id) => [id, HARD_DENY]));
+    expect(approval.requests).toEqual([]);
+    expect(audit.records.map((record) => [record.behavior, record.source, record.reason])).toEqual(
+      Array.from({ length: 6 }, () => ["deny", "workspace-boundary", OUTSIDE]),
+    );
+    expect(treeOf(places.ws)).toEqual(insideBefore);
   });
 });
 

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import {
   closeSync,
   constants,
+  linkSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -43,6 +44,8 @@ const SETUPS = [
   "prefix-sibling",
   "link-to-ws",
   "fifo",
+  "hard-link-out",
+  "hard-link-in",
 ] as const;
 type Setup = (typeof SETUPS)[number];
 
@@ -154,6 +157,12 @@ function buildSetup(setup: Setup, { root, ws, outside }: Places): (() => void) |
       return undefined;
     case "link-to-ws":
       link("..", join("sub", "back"));
+      return undefined;
+    case "hard-link-out":
+      linkSync(join(outside, "secret.txt"), join(ws, "hl.txt"));
+      return undefined;
+    case "hard-link-in":
+      linkSync(join(ws, "inside.txt"), join(ws, "sub", "twin.txt"));
       return undefined;
     case "fifo": {
       const pipe = join(ws, "pipe");

@@ -1,17 +1,23 @@
-import { readFileSync } from "node:fs";
 import { mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { OutputBuffer } from "../src/adapters/output-buffer.js";
-import { OUTPUT_CAP_CHARS, PowerShellRunner } from "../src/adapters/powershell.js";
+import {
+  commandEnvironment,
+  isSecretVariable,
+  OUTPUT_CAP_CHARS,
+  PowerShellRunner,
+  SECRET_NAME_PATTERNS,
+} from "../src/adapters/powershell.js";
 import type { CommandRunner } from "../src/core/commands.js";
 import { toolCall } from "../src/core/messages.js";
 import { ToolRegistry, type ToolContext, type ToolResult } from "../src/core/tools.js";
 import { createChapterOneTools, createShellTool, shellInputSchema } from "../src/features/builtin-tools.js";
 import { commandResult, FakeCommandRunner, unstartableRunner } from "./support/fakes.js";
 import { powershell } from "./support/powershell.js";
+import { isAlive } from "./support/processes.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
 
 let workspace: string;
@@ -29,21 +35,6 @@ async function shell(runner: CommandRunner, command: string): Promise<ToolResult
   if (prepared.error !== undefined) throw new Error(prepared.error.content);
   const context: ToolContext = { workspace, identity: "user" };
   return tools.invoke(prepared, context);
-}
-
-/** Alive means running: a killed process that nobody has reaped yet (a zombie, state Z) is dead. */
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return true;
-  }
 }
 
 describe("the shell tool", () => {
@@ -208,6 +199,17 @@ describe.skipIf(powershell === undefined)("the shell tool over real PowerShell",
     }
   });
 
+  it("does not hand the command credentials named the common ways either", async () => {
+    const names = ["MYSQL_PWD", "GITHUB_PAT", "DATABASE_URL", "SENTRY_DSN", "NPM_CONFIG__AUTH"];
+    for (const name of names) process.env[`AGENT_TUTORIAL_TEST_${name}`] = "must-not-leak";
+    try {
+      const script = names.map((name) => `"[$env:AGENT_TUTORIAL_TEST_${name}]"`).join(" + ");
+      expect((await runner.run(`Write-Output (${script})`, workspace)).output).toBe("[][][][][]");
+    } finally {
+      for (const name of names) Reflect.deleteProperty(process.env, `AGENT_TUTORIAL_TEST_${name}`);
+    }
+  });
+
   it("a non-zero exit code reaches the model as shell_failed with the output", async () => {
     expect(await runner.run("Write-Output partial; exit 3", workspace)).toStrictEqual({
       output: "partial",
@@ -277,6 +279,88 @@ describe.skipIf(powershell === undefined)("the shell tool over real PowerShell",
   it("output of exactly 50,000 characters is not truncated", async () => {
     const result = await runner.run("[Console]::Out.Write('y' * 50000)", workspace);
     expect(result).toStrictEqual({ output: "y".repeat(50_000), exitCode: 0, timedOut: false, truncated: false });
+  });
+});
+
+// One line per pattern of SECRET_NAME_PATTERNS, in its order: names that pattern withholds.
+const WITHHELD_BY_PATTERN: readonly (readonly string[])[] = [
+  [
+    "OPENAI_API_KEY",
+    "AWS_SECRET_ACCESS_KEY",
+    "GITHUB_TOKEN",
+    "AWS_SESSION_TOKEN",
+    "PGPASSWORD",
+    "PASSWD",
+    "GPG_PASSPHRASE",
+  ],
+  ["GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE", "AZURE_CREDENTIAL"],
+  ["NPM_CONFIG__AUTH", "npm_config__auth", "HTTP_AUTHORIZATION", "OAUTH_CLIENT", "SSH_AUTH_SOCK", "BASIC_AUTH"],
+  ["SMTP_PASS", "PASS", "PASS_FILE", "GITHUB_PAT", "GH_PAT", "AZURE_DEVOPS_EXT_PAT", "SENTRY_DSN", "DATABASE_DSN"],
+  ["MYSQL_PWD", "DB_PWD"],
+  ["DATABASE_URL", "DB_URL", "REDIS_URL", "REDIS_TLS_URL", "MONGODB_URI", "POSTGRES_URL", "MYSQL_URL", "CLOUDAMQP_URL"],
+  ["AZURE_STORAGE_CONNECTION_STRING", "ConnectionString", "SQL_CONNSTR"],
+  ["SESSION_COOKIE", "COOKIE", "PHPSESSID", "SESSION", "SESSION_ID", "APP_SESSIONID"],
+];
+/** Ordinary variables a command needs, some of them close to a pattern: every one stays. */
+const KEPT = [
+  "PATH",
+  "Path",
+  "PATHEXT",
+  "HOME",
+  "USERPROFILE",
+  "PWD",
+  "OLDPWD",
+  "USER",
+  "LANG",
+  "TERM",
+  "SHELL",
+  "TMPDIR",
+  "NODE_ENV",
+  "INIT_CWD",
+  "JAVA_HOME",
+  "COMPASS_HOME",
+  "GIT_AUTHOR_NAME",
+  "GIT_AUTHOR_EMAIL",
+  "XDG_SESSION_TYPE",
+  "DBUS_SESSION_BUS_ADDRESS",
+  "OPENAI_BASE_URL",
+  "HTTP_PROXY",
+  "npm_config_registry",
+];
+
+describe("commandEnvironment", () => {
+  it.each(WITHHELD_BY_PATTERN.flat())("withholds %s", (name) => {
+    expect(commandEnvironment({ [name]: "s3cr3t", PATH: "/usr/bin" })).toStrictEqual({ PATH: "/usr/bin" });
+  });
+
+  it.each(KEPT)("keeps %s", (name) => {
+    expect(commandEnvironment({ [name]: "/usr/bin" })).toStrictEqual({ [name]: "/usr/bin" });
+  });
+
+  it("every pattern is documented by its own names, and each withholds one that no other pattern does", () => {
+    expect(WITHHELD_BY_PATTERN).toHaveLength(SECRET_NAME_PATTERNS.length);
+    SECRET_NAME_PATTERNS.forEach((pattern, index) => {
+      const names = WITHHELD_BY_PATTERN[index] ?? [];
+      expect(names.filter((name) => !pattern.test(name))).toEqual([]);
+      const onlyThis = names.filter((name) => SECRET_NAME_PATTERNS.filter((other) => other.test(name)).length === 1);
+      expect(onlyThis.length).toBeGreaterThan(0);
+    });
+  });
+
+  it("withholds a variable of any name whose value is a URL with a password in it", () => {
+    const env = {
+      UPSTREAM: "postgres://app:hunter2@db.internal:5432/app",
+      PROXY_FOR_TESTS: "http://me:pw@proxy:8080",
+      SITE: "https://example.com/a:b@c",
+      REPO: "ssh://git@github.com/o/r.git",
+      PLAIN_PROXY: "http://user@proxy:8080",
+    };
+    expect(commandEnvironment(env)).toStrictEqual({
+      SITE: "https://example.com/a:b@c",
+      REPO: "ssh://git@github.com/o/r.git",
+      PLAIN_PROXY: "http://user@proxy:8080",
+    });
+    expect(isSecretVariable("X", undefined)).toBe(false);
   });
 });
 

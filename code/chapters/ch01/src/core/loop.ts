@@ -39,6 +39,19 @@ export interface ToolAuthorizer {
 
 export const SHELL_APPROVAL_REASON = "PowerShell command execution requires explicit approval.";
 
+/** Calls run per reply: the model's reply is not ours, and one reply may ask for thousands. */
+export const MAX_TOOL_CALLS_PER_REPLY = 32;
+/**
+ * UTF-8 bytes of tool results kept per reply: room for the largest single result any chapter's tools return
+ * (a whole 10 MiB file from read_file), while 32 such results could not outgrow memory and the next request.
+ */
+export const MAX_TURN_RESULT_BYTES = 16 * 1024 * 1024;
+
+const CALL_LIMIT_RESULT = toolError(
+  "tool_call_limit",
+  `At most ${MAX_TOOL_CALLS_PER_REPLY} tool calls run per reply; this one did not run. Call it again in the next turn.`,
+);
+
 export interface AgentRunnerOptions {
   readonly model: ModelClient;
   readonly tools: ToolRegistry;
@@ -114,9 +127,12 @@ export class AgentRunner {
         return Object.freeze({ finalText: assistant.content, history: this.history, turns: turn });
       }
 
-      for (const call of assistant.toolCalls) {
+      const budget = new ResultBudget(MAX_TURN_RESULT_BYTES);
+      for (const [index, call] of assistant.toolCalls.entries()) {
         this.#onEvent?.({ type: "tool_call", call });
-        const result = await this.#execute(call, tools);
+        // Past the bound a call is neither approved nor run, but it still gets its paired result.
+        const result =
+          index < MAX_TOOL_CALLS_PER_REPLY ? budget.keep(await this.#execute(call, tools)) : CALL_LIMIT_RESULT;
         this.#onEvent?.({ type: "tool_result", call, result });
         this.#history.push(toolMessage(result.content, call.id));
       }
@@ -148,5 +164,28 @@ export class AgentRunner {
       reason: SHELL_APPROVAL_REASON,
       arguments: prepared.arguments,
     });
+  }
+}
+
+/** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
+class ResultBudget {
+  #left: number;
+
+  constructor(bytes: number) {
+    this.#left = bytes;
+  }
+
+  keep(result: ToolResult): ToolResult {
+    const bytes = new TextEncoder().encode(result.content).byteLength;
+    if (bytes > this.#left) {
+      return toolError(
+        "turn_result_limit",
+        `The tool results of one reply may total at most ${MAX_TURN_RESULT_BYTES} bytes; this ${bytes}-byte result ` +
+          `did not fit in the ${this.#left} bytes left and was dropped after the call finished. ` +
+          "Ask for less output, or call again in the next turn.",
+      );
+    }
+    this.#left -= bytes;
+    return result;
   }
 }

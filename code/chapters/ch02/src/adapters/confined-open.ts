@@ -17,9 +17,9 @@ export interface ConfinedFile {
 
 /**
  * Opens `target`, a path already resolved inside `workspace`, and then proves that what was
- * opened is a regular file inside the workspace. The path check and the open are two steps, and
- * another process could swap a folder for a link in between; checking the opened file closes that.
- * `path` is the model's own spelling, for messages.
+ * opened is a regular file inside the workspace with no other name. The path check and the open are
+ * two steps, and another process could swap a folder for a link, or the file for a hard link, in
+ * between; checking the opened file closes that. `path` is the model's own spelling, for messages.
  */
 export async function openConfined(
   workspace: string,
@@ -32,8 +32,9 @@ export async function openConfined(
     const info = await handle.stat();
     if (!info.isFile()) throw notAFile(path, info);
     const where = await openedPath(handle, target, info);
-    // Moved outside between the check and the open: for the model, that path escapes the workspace.
-    if (where === undefined || !isInside(workspace, where, sep)) {
+    // Moved outside between the check and the open, or reachable by another name as well, maybe outside:
+    // for the model, that path escapes the workspace.
+    if (where === undefined || !isInside(workspace, where, sep) || hasOtherNames(info)) {
       if (created && where !== undefined) await unlink(where).catch(() => undefined);
       throw escapes(path);
     }
@@ -79,6 +80,14 @@ async function openedPath(
   }
 }
 
+/**
+ * A regular file with more than one name (hard links): the other name may be outside the workspace, and
+ * nothing tells where it is, so reading would send that file's bytes and writing would change them.
+ */
+export function hasOtherNames(info: { isFile(): boolean; nlink: number }): boolean {
+  return info.isFile() && info.nlink > 1;
+}
+
 /** Internal: the O_EXCL attempt found a file; never reaches a tool result. */
 class FileExistsError extends Error {}
 
@@ -96,6 +105,8 @@ export function platformError(error: unknown, path: string): Error {
   if (code === "ENXIO") return new InvalidFilePathError(`Path is not a regular file: ${shownPath(path)}`);
   // O_NOFOLLOW met a link in the last component after the check: it leads elsewhere, so it escapes.
   if (code === "ELOOP") return escapes(path);
+  // Longer than this system opens (macOS allows 1,024 bytes, fewer than the path rules): no place the workspace can hold.
+  if (code === "ENAMETOOLONG") return escapes(path);
   if (code === "EEXIST") return new FileExistsError(path);
   if (code === "EACCES" || code === "EPERM") return new FileSystemOperationError("the operating system refused access");
   if (code === "ENOSPC") return new FileSystemOperationError("the disk is full");

@@ -1,6 +1,5 @@
 import { lstatSync, realpathSync } from "node:fs";
-import { dirname, join, sep } from "node:path";
-import fg from "fast-glob";
+import { dirname, sep } from "node:path";
 import {
   FileSystemOperationError,
   GLOB_RESULT_LIMIT,
@@ -10,8 +9,10 @@ import {
   WorkspacePathError,
   type WorkspaceFileSystem,
 } from "../core/filesystem.js";
-import { escapes, resolveInWorkspace, shownPath, type PathProbe } from "../core/safe-path.js";
+import { escapes, hasUnusableCharacter, resolveInWorkspace, shownPath, type PathProbe } from "../core/safe-path.js";
 import { openConfined, platformError } from "./confined-open.js";
+import { FolderMovedError } from "./folder-handles.js";
+import { walkGlob } from "./glob-walk.js";
 import { makeRealFolders } from "./real-folders.js";
 
 /** A file larger than this is refused, not read: the whole file is held in memory to decode it strictly. */
@@ -83,10 +84,16 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
     if (pattern.length > MAX_GLOB_PATTERN_CHARS) {
       throw new FileSystemOperationError(`the pattern is longer than ${MAX_GLOB_PATTERN_CHARS} characters`);
     }
-    if (/^[\\/]/.test(pattern) || /^[A-Za-z]:/.test(pattern) || CLIMBING.test(pattern)) throw escapes(pattern);
-    const root = await safePath(workspace, ".");
+    // The characters no path may hold (NUL, other controls, `|` …) are refused here too, before anything walks.
+    const absolute = /^[\\/]/.test(pattern) || /^[A-Za-z]:/.test(pattern);
+    if (absolute || CLIMBING.test(pattern) || hasUnusableCharacter(pattern)) throw escapes(pattern);
+    const root = realpathSync.native(workspace);
     // The fixed folders before the first wildcard go through safePath: `escape/*.txt` cannot use a link out.
-    const folders = pattern.split(/[\\/]/).slice(0, -1);
+    // `.` and empty parts lead nowhere further; `.` alone names the workspace itself, which safePath refuses.
+    const folders = pattern
+      .split(/[\\/]/)
+      .slice(0, -1)
+      .filter((part) => part !== "" && part !== ".");
     const firstWildcard = folders.findIndex((part) => WILDCARD.test(part));
     const prefix = (firstWildcard === -1 ? folders : folders.slice(0, firstWildcard)).join("/");
     if (prefix !== "") {
@@ -94,27 +101,15 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
         throw error instanceof WorkspacePathError ? escapes(pattern) : error;
       });
     }
-    // Only *, **, ? and [...]: brace and extglob expansion can blow up, and braces could climb out.
-    // `\` is a separator here as in every other tool (safePath), never fast-glob's escape character.
-    const stream = fg.stream(pattern.replaceAll("\\", "/"), {
-      cwd: root,
-      followSymbolicLinks: false,
-      onlyFiles: true,
-      suppressErrors: true,
-      braceExpansion: false,
-      extglob: false,
-    });
-    const paths: string[] = [];
-    const linkFree = new Map<string, boolean>();
-    for await (const entry of stream) {
-      const path = String(entry);
-      // Defence in depth: the pattern check above should make these impossible.
-      if (path.startsWith("/") || path.split("/").includes("..")) continue;
-      // fast-glob only stops `**` at links; a pattern that names a linked folder (`link/*`) still enters it.
-      if (!isLinkFreeFolder(root, dirname(path), linkFree)) continue;
-      paths.push(path);
-      if (paths.length > MAX_GLOB_RESULTS) break;
-    }
+    // Only *, **, ? and [...], matched in time linear in each name (glob-match.ts): braces and extglobs are
+    // plain characters, with nothing to expand. `\` is a separator here as in every other tool (safePath).
+    // The walk reads each folder through a handle confirmed inside the workspace and never enters a link.
+    const paths = await walkGlob(root, pattern.replaceAll("\\", "/"), prefix, MAX_GLOB_RESULTS + 1).catch(
+      (error: unknown) => {
+        // A folder of the walk was swapped for a link, removed or moved out while it was read.
+        throw error instanceof FolderMovedError ? escapes(pattern) : error;
+      },
+    );
     return paths.sort();
   }
 
@@ -128,10 +123,17 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
       if (size > MAX_FILE_BYTES) {
         throw new FileSystemOperationError(`the file is ${size} bytes; at most ${MAX_FILE_BYTES} are read`);
       }
-      // At most one byte past the cap, whatever the size said: a file growing meanwhile cannot get past it.
-      const buffer = Buffer.alloc(Math.min(size, MAX_FILE_BYTES) + 1);
+      // To the end, but never more than one byte past the cap, whatever the size said: a file that grew
+      // since is read whole while it fits, and one that grew past the cap is refused, not read on and on.
+      let buffer = Buffer.alloc(Math.min(size, MAX_FILE_BYTES) + 1);
       let filled = 0;
-      for (let read = -1; read !== 0 && filled < buffer.length; filled += read) {
+      for (let read = -1; read !== 0; filled += read) {
+        if (filled === buffer.length) {
+          if (filled > MAX_FILE_BYTES) break;
+          const larger = Buffer.alloc(Math.min(2 * filled, MAX_FILE_BYTES + 1));
+          buffer.copy(larger, 0, 0, filled);
+          buffer = larger;
+        }
         ({ bytesRead: read } = await handle.read(buffer, filled, buffer.length - filled, filled));
       }
       if (filled > MAX_FILE_BYTES) {
@@ -151,7 +153,7 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
   async #write(workspace: string, relativePath: string, bytes: Buffer): Promise<void> {
     const root = realpathSync.native(workspace);
     const target = await safePath(root, relativePath);
-    // `.` names the workspace folder itself: there is no parent to create, and nothing to write to.
+    // `.` is refused by safePath, but a link to the workspace folder names it too: there is nothing to write to.
     if (target === root) throw new InvalidFilePathError(`Path is a directory: ${shownPath(relativePath)}`);
     try {
       // Level by level, refusing links: a folder swapped for a link since the check cannot take the new folders out.
@@ -174,25 +176,4 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
       await handle.close();
     }
   }
-}
-
-/**
- * Whether a workspace-relative folder is reached without passing through any symlink or junction.
- * Each level is asked with lstat (junctions are links to it too), not by comparing real paths: on a
- * case-insensitive disk `Src/a.ts` names `src/a.ts`, and a spelling must not decide.
- */
-function isLinkFreeFolder(root: string, folder: string, cache: Map<string, boolean>): boolean {
-  if (folder === ".") return true;
-  let answer = cache.get(folder);
-  if (answer === undefined) {
-    const parent = dirname(folder);
-    try {
-      const info = lstatSync(join(root, folder));
-      answer = info.isDirectory() && !info.isSymbolicLink() && isLinkFreeFolder(root, parent, cache);
-    } catch {
-      answer = false;
-    }
-    cache.set(folder, answer);
-  }
-  return answer;
 }

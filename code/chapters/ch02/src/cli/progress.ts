@@ -1,8 +1,7 @@
 import type { AgentEvent } from "../core/agent-events.js";
+import { progressRows } from "./approval-view.js";
 import type { Terminal } from "./terminal.js";
-import { visible } from "./visible.js";
-
-const MAX_ARGUMENT_CHARS = 120;
+import { oneLine } from "./visible.js";
 
 /** Shows each step as it happens: waiting on the model, each tool call, and how it ended. */
 export function progressListener(terminal: Terminal): (event: AgentEvent) => void {
@@ -12,21 +11,16 @@ export function progressListener(terminal: Terminal): (event: AgentEvent) => voi
         terminal.status(`等待模型回复 (第 ${event.turn} 轮)…`);
         return;
       case "tool_call":
-        // Escape first, then shorten: escapes must not make a line longer than the cap.
-        terminal.line(`→ ${shorten(visible(event.call.name))} ${shorten(visible(event.call.arguments))}`);
+        // The model's name and arguments, bounded like the approval's view of them.
+        for (const row of progressRows(event.call.name, event.call.arguments)) terminal.line(row);
         return;
       case "tool_result": {
         const { result } = event;
         if (!result.isError) terminal.line(`  ${terminal.green("✓ ok")}`);
         else if (result.errorCode === "permission_denied") terminal.line(`  ${terminal.yellow("✗ denied")}`);
-        else terminal.line(`  ${terminal.red(`✗ ${result.errorCode ?? "error"}`)}`);
+        else terminal.line(`  ${terminal.red(`✗ ${oneLine(result.errorCode ?? "error")}`)}`);
         return;
       }
     }
   };
-}
-
-function shorten(text: string): string {
-  const flat = text.replace(/\s+/g, " ");
-  return flat.length <= MAX_ARGUMENT_CHARS ? flat : `${flat.slice(0, MAX_ARGUMENT_CHARS - 1)}…`;
 }

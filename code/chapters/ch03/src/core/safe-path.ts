@@ -9,8 +9,14 @@ export interface PathProbe {
   exists(path: string): boolean;
 }
 
-const MAX_PATH_CHARS = 4096;
-const MAX_SEGMENT_CHARS = 255;
+/**
+ * Names and paths are measured in UTF-8 bytes, as the disk counts them, not in UTF-16 units: 200 CJK
+ * characters are 600 bytes. A name takes at most 255 (NAME_MAX on Linux; Windows counts 255 UTF-16
+ * units, which 255 bytes never exceed). A whole path, the workspace's own part included, at most
+ * 4,095: Linux's PATH_MAX of 4,096 counts the closing NUL.
+ */
+export const MAX_SEGMENT_BYTES = 255;
+export const MAX_PATH_BYTES = 4095;
 const MAX_SHOWN_CHARS = 200;
 const RESERVED = /^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i;
 // C0, DEL and C1: no file name needs them, and a terminal showing the name would obey them.
@@ -21,25 +27,49 @@ const WINDOWS_ILLEGAL = /[<>:"|?*]/;
 /**
  * Splits a model-supplied relative path into segments, applying every rule that needs no disk: no
  * absolute, drive or UNC forms, no `..` anywhere (even where it would land back inside), no control
- * or Windows-illegal characters, no device names, no segment ending in a dot or space. Same on every
- * platform, so a path that is refused on Windows is refused everywhere.
+ * or Windows-illegal characters, no device names, no segment ending in a dot or space, no name or
+ * path longer in bytes than a disk takes, and not the workspace folder itself (`.`, `./`): it is no
+ * place inside the workspace. Same on every platform, so a path refused on Windows is refused everywhere.
  */
 export function workspaceSegments(relative: string): string[] {
-  if (relative === "" || relative.length > MAX_PATH_CHARS || CONTROL.test(relative)) throw escapes(relative);
+  // UTF-16 units are never more than UTF-8 bytes: a long text is refused before it is measured.
+  const tooLong = relative.length > MAX_PATH_BYTES || utf8Bytes(relative) > MAX_PATH_BYTES;
+  if (relative === "" || tooLong || CONTROL.test(relative)) throw escapes(relative);
   if (/^[\\/]/.test(relative) || /^[A-Za-z]:/.test(relative)) throw escapes(relative);
   const segments: string[] = [];
   for (const segment of relative.split(/[\\/]+/)) {
     if (segment === "" || segment === ".") continue;
     const unusable =
       segment === ".." ||
-      segment.length > MAX_SEGMENT_CHARS ||
+      utf8Bytes(segment) > MAX_SEGMENT_BYTES ||
       WINDOWS_ILLEGAL.test(segment) ||
       RESERVED.test(segment) ||
       /[. ]$/.test(segment);
     if (unusable) throw escapes(relative);
     segments.push(segment);
   }
+  if (segments.length === 0) throw escapes(relative);
   return segments;
+}
+
+/**
+ * Whether a glob pattern holds a character no path may: a control character, or a Windows-illegal one
+ * that is no wildcard (`*` and `?` are). Such a pattern could only match a name the other tools refuse.
+ */
+export function hasUnusableCharacter(pattern: string): boolean {
+  return CONTROL.test(pattern) || /[<>:"|]/.test(pattern);
+}
+
+/** The bytes `text` takes as UTF-8, as Node writes it to the disk (a lone surrogate as U+FFFD, 3 bytes). */
+function utf8Bytes(text: string): number {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i += 1) {
+    const unit = text.charCodeAt(i);
+    const pairs = unit >= 0xd800 && unit <= 0xdbff && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
+    if (pairs) i += 1;
+    bytes += unit < 0x80 ? 1 : unit < 0x800 ? 2 : pairs ? 4 : 3;
+  }
+  return bytes;
 }
 
 /**
@@ -65,7 +95,10 @@ export function resolveInWorkspace(workspace: string, relative: string, probe: P
       throw escapes(relative);
     }
     if (!isInside(workspace, real, probe.separator)) throw escapes(relative);
-    return join(real, segments.slice(depth));
+    const resolved = join(real, segments.slice(depth));
+    // The text fitted, but below this workspace (or past a link) the whole path is too long to open.
+    if (utf8Bytes(resolved) > MAX_PATH_BYTES) throw escapes(relative);
+    return resolved;
   }
   // Not even the workspace folder is there: nothing can be inside it.
   throw escapes(relative);
