@@ -170,6 +170,16 @@ describe.skipIf(powershell === undefined)("the shell tool over real PowerShell",
     expect(await shell(runner, "Write-Output 42")).toStrictEqual({ content: "42", isError: false });
   });
 
+  it("renders formatted output as plain text: no ANSI colour codes reach the model, whatever the host", async () => {
+    const result = await runner.run(
+      "$PSStyle.OutputRendering; New-Item -ItemType File -Path colour.txt | Out-Null; Get-ChildItem; Write-Error 'boom'",
+      workspace,
+    );
+    expect(result.output.split("\n")[0]).toBe("PlainText");
+    expect(result.output).toContain("colour.txt");
+    expect(result.output).not.toContain("\u001b");
+  });
+
   it("reads and writes UTF-8: non-ASCII text, quotes, dollars and backticks pass through untouched", async () => {
     const result = await runner.run("$v = '中文 é ✓ 😀 \"b\" $c `d ; rm -rf /'\nWrite-Output $v", workspace);
     expect(result.output).toBe('中文 é ✓ 😀 "b" $c `d ; rm -rf /');

@@ -13,10 +13,12 @@ const DRAIN_GRACE_MS = 1_000;
 
 const PWSH_FLAGS = ["-NoLogo", "-NoProfile", "-NonInteractive", "-EncodedCommand"];
 
-// UTF-8 both ways and no progress records, so output reads the same on every platform.
+// UTF-8 both ways, no progress records and no ANSI colours in formatted output (PowerShell 7.2+ colours table
+// headers and errors depending on the host), so the model reads the same plain text on every platform.
 const PRELUDE =
   "[Console]::OutputEncoding = [System.Text.UTF8Encoding]::new($false); " +
-  "$OutputEncoding = [Console]::OutputEncoding; $ProgressPreference = 'SilentlyContinue'\n";
+  "$OutputEncoding = [Console]::OutputEncoding; $ProgressPreference = 'SilentlyContinue'; " +
+  "if ($PSStyle) { $PSStyle.OutputRendering = 'PlainText' }\n";
 
 /**
  * Credentials stay with the agent: a command the model wrote has no business reading the model's API key.
