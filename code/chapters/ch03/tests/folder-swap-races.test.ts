@@ -5,7 +5,6 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   realpathSync,
   renameSync,
   rmSync,
@@ -31,6 +30,7 @@ import { ToolRegistry, type ToolResult } from "../src/core/tools.js";
 import { createGlobTool } from "../src/features/builtin-tools.js";
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
+import { outsideTree } from "./support/outside-tree.js";
 
 // Another process may swap a folder for a link between the moment a path is checked and the moment
 // it is used. These tests play that process: they let the real adapter run and swap `dir` for a link
@@ -62,44 +62,6 @@ function makePlaces(): Places {
   mkdirSync(outside);
   writeFileSync(join(outside, "secret.txt"), `${SECRET}\n`);
   return { root, ws, outside };
-}
-
-interface TreeEntry {
-  readonly path: string;
-  readonly kind: string;
-  readonly size: number;
-  readonly mode: number;
-  readonly nlink: number;
-  readonly mtimeMs: number;
-  readonly ctimeMs: number;
-  readonly content?: string;
-}
-
-/** Everything beside the workspace: names, kinds, sizes, modes, link counts, times, contents, link targets. */
-function outsideTree(root: string): { readonly listing: string[]; readonly entries: TreeEntry[] } {
-  const entries: TreeEntry[] = [];
-  const walk = (folder: string, relative: string): void => {
-    for (const name of readdirSync(folder).sort()) {
-      if (relative === "" && name === "ws") continue;
-      const path = join(folder, name);
-      const info = lstatSync(path);
-      const kind = info.isSymbolicLink() ? "link" : info.isDirectory() ? "dir" : info.isFile() ? "file" : "other";
-      const content = kind === "file" ? readFileSync(path, "base64") : kind === "link" ? readlinkSync(path) : undefined;
-      entries.push({
-        path: `${relative}${name}`,
-        kind,
-        size: info.size,
-        mode: info.mode,
-        nlink: info.nlink,
-        mtimeMs: info.mtimeMs,
-        ctimeMs: info.ctimeMs,
-        ...(content === undefined ? {} : { content }),
-      });
-      if (kind === "dir") walk(path, `${relative}${name}/`);
-    }
-  };
-  walk(root, "");
-  return { listing: readdirSync(root).sort(), entries };
 }
 
 /** Without the times: what a create-then-remove in the outside folder is allowed to change. */

@@ -1,20 +1,6 @@
-import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import {
-  closeSync,
-  lstatSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  realpathSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
-import { createRequire } from "node:module";
+import { closeSync, lstatSync, mkdirSync, mkdtempSync, openSync, realpathSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import fc from "fast-check";
 import fg from "fast-glob";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -23,6 +9,7 @@ import { WorkspacePathError } from "../src/core/filesystem.js";
 import { byName, viaDescriptors } from "../src/adapters/folder-handles.js";
 import { compileGlob, matchesPath } from "../src/adapters/glob-match.js";
 import { walkGlob } from "../src/adapters/glob-walk.js";
+import { globInChild } from "./support/glob-child.js";
 
 // The glob tool matches names with its own matcher and walks the folders itself (src/adapters/glob-match.ts,
 // glob-walk.ts). These tests pin the matcher rule by rule; check that the tool lists what the old engine listed
@@ -351,49 +338,6 @@ describe("the glob tool against the old engine", () => {
     expect(await fileSystem.globFiles(many, "d2*/*.txt")).toEqual(all.filter((path) => /^d2\d*\//.test(path)));
   });
 });
-
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const adapterUrl = pathToFileURL(fileURLToPath(new URL("../src/adapters/filesystem.ts", import.meta.url))).href;
-
-/** One globFiles in its own process, killed `limitMs` after it has loaded: a hang cannot block the tests. */
-function globInChild(workspace: string, pattern: string, limitMs: number): Promise<{ killed: boolean; out: string }> {
-  const script = join(root, `glob-${randomBytes(4).toString("hex")}.mts`);
-  writeFileSync(
-    script,
-    [
-      `import { NodeWorkspaceFileSystem } from ${JSON.stringify(adapterUrl)};`,
-      `process.stdout.write("ready\\n");`,
-      `const files = new NodeWorkspaceFileSystem();`,
-      `const paths = await files.globFiles(${JSON.stringify(workspace)}, ${JSON.stringify(pattern)});`,
-      `process.stdout.write("answered " + JSON.stringify(paths));`,
-    ].join("\n"),
-  );
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", tsx, script], { stdio: ["ignore", "pipe", "ignore"] });
-    let out = "";
-    let killed = false;
-    let timer: NodeJS.Timeout | undefined;
-    const kill = (): void => {
-      killed = true;
-      child.kill("SIGKILL");
-    };
-    // Loading tsx on a busy machine is not what is timed, but it may not take forever either.
-    const startup = setTimeout(kill, 60_000);
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      out += chunk;
-      if (timer === undefined && out.startsWith("ready\n")) {
-        clearTimeout(startup);
-        timer = setTimeout(kill, limitMs);
-      }
-    });
-    child.on("error", reject);
-    child.on("close", () => {
-      clearTimeout(startup);
-      clearTimeout(timer);
-      resolve({ killed, out: out.replace(/^ready\n/, "") });
-    });
-  });
-}
 
 describe("matching time", () => {
   // fast-glob compiled this to a backtracking regular expression: three `*a` took it seconds on a 255-character

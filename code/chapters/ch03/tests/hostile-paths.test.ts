@@ -1,25 +1,20 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
   constants,
   linkSync,
-  lstatSync,
   mkdirSync,
   mkdtempSync,
   openSync,
-  readdirSync,
   readFileSync,
-  readlinkSync,
   realpathSync,
   rmSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { buildAgent } from "../src/bootstrap.js";
@@ -28,6 +23,8 @@ import { validateToolPairing } from "../src/core/messages.js";
 import { P02 } from "../src/core/profiles.js";
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
+import { globInChild, type ChildGlob } from "./support/glob-child.js";
+import { outsideTree } from "./support/outside-tree.js";
 
 const SETUPS = [
   "link-out-dir",
@@ -237,44 +234,6 @@ function expectedMessage(hostile: HostileCall, args: string): { whole: string } 
   }
 }
 
-interface TreeEntry {
-  readonly path: string;
-  readonly kind: string;
-  readonly size: number;
-  readonly mode: number;
-  readonly nlink: number;
-  readonly mtimeMs: number;
-  readonly ctimeMs: number;
-  readonly content?: string;
-}
-
-/** Everything beside the workspace: names, kinds, sizes, modes, link counts, times, contents, link targets. */
-function outsideTree(root: string): { readonly listing: string[]; readonly entries: TreeEntry[] } {
-  const entries: TreeEntry[] = [];
-  const walk = (folder: string, relative: string): void => {
-    for (const name of readdirSync(folder).sort()) {
-      if (relative === "" && name === "ws") continue;
-      const path = join(folder, name);
-      const info = lstatSync(path);
-      const kind = info.isSymbolicLink() ? "link" : info.isDirectory() ? "dir" : info.isFile() ? "file" : "other";
-      const content = kind === "file" ? readFileSync(path, "base64") : kind === "link" ? readlinkSync(path) : undefined;
-      entries.push({
-        path: `${relative}${name}`,
-        kind,
-        size: info.size,
-        mode: info.mode,
-        nlink: info.nlink,
-        mtimeMs: info.mtimeMs,
-        ctimeMs: info.ctimeMs,
-        ...(content === undefined ? {} : { content }),
-      });
-      if (kind === "dir") walk(path, `${relative}${name}/`);
-    }
-  };
-  walk(root, "");
-  return { listing: readdirSync(root).sort(), entries };
-}
-
 /** Runs `agent` but gives up after `limitMs`: a hung call is a failure, and `release` unblocks it for cleanup. */
 async function runWithin(agent: AgentRunner, limitMs: number, release?: () => void): Promise<RunResult> {
   const run = agent.run("Try the call the corpus gives you.");
@@ -362,57 +321,6 @@ describe("hostile read_file and glob paths through chapter 2's loop", () => {
     await checkCase(hostile);
   });
 });
-
-interface ChildGlob {
-  readonly killed: boolean;
-  readonly out: string;
-}
-
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const adapterUrl = pathToFileURL(fileURLToPath(new URL("../src/adapters/filesystem.ts", import.meta.url))).href;
-
-/**
- * Runs one globFiles in a child process, so a pattern that blocks the event loop cannot block the tests.
- * The clock starts when the child has loaded the adapter and says `ready`: only the glob itself is timed.
- */
-function globInChild(ws: string, pattern: string, limitMs: number): Promise<ChildGlob> {
-  const script = join(ws, "..", `glob-${randomBytes(4).toString("hex")}.mts`);
-  writeFileSync(
-    script,
-    [
-      `import { NodeWorkspaceFileSystem } from ${JSON.stringify(adapterUrl)};`,
-      `const files = new NodeWorkspaceFileSystem();`,
-      `process.stdout.write("ready\\n");`,
-      `try { process.stdout.write("answered " + JSON.stringify(await files.globFiles(${JSON.stringify(ws)}, ${JSON.stringify(pattern)}))); }`,
-      `catch (error) { process.stdout.write("refused " + String(error?.name) + ": " + String(error?.message)); }`,
-    ].join("\n"),
-  );
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", tsx, script], { stdio: ["ignore", "pipe", "ignore"] });
-    let out = "";
-    let killed = false;
-    let timer: NodeJS.Timeout | undefined;
-    const kill = (): void => {
-      killed = true;
-      child.kill("SIGKILL");
-    };
-    // Loading tsx on a busy machine is not what is measured, but it may not take forever either.
-    const startup = setTimeout(kill, 60_000);
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      out += chunk;
-      if (timer === undefined && out.startsWith("ready\n")) {
-        clearTimeout(startup);
-        timer = setTimeout(kill, limitMs);
-      }
-    });
-    child.on("error", reject);
-    child.on("close", () => {
-      clearTimeout(startup);
-      clearTimeout(timer);
-      resolve({ killed, out: out.replace(/^ready\n/, "") });
-    });
-  });
-}
 
 let childRoot = "";
 let children: Record<"control" | "braces" | "long", Promise<ChildGlob>> | undefined;
