@@ -307,9 +307,12 @@ describe.skipIf(process.platform === "win32")("a real concurrent process swappin
     const places = makePlaces();
     // Outside mirrors the folders written: `sub/a/b/c/leaf` exists there, empty, and so removable by mistake.
     mkdirSync(join(places.outside, "sub", "a", "b", "c", "leaf"), { recursive: true });
+    const files = new NodeWorkspaceFileSystem();
+    // With nothing swapping, the write lands inside: the refusals below are the races', not a broken write.
+    await files.writeFile(places.ws, "dir/sub/a/b/c/leaf/x.txt", "inside");
+    expect(readFileSync(join(places.ws, "dir", "sub", "a", "b", "c", "leaf", "x.txt"), "utf8")).toBe("inside");
     rmSync(join(places.ws, "dir", "sub"), { recursive: true });
     const before = timeless(outsideTree(places.root));
-    const files = new NodeWorkspaceFileSystem();
     const seen = new Map<string, number>();
     const swapper = new FolderSwapper(places);
     try {
@@ -328,8 +331,7 @@ describe.skipIf(process.platform === "win32")("a real concurrent process swappin
     } finally {
       expect(await swapper.stop()).toBeGreaterThan(0);
     }
-    // The swaps met the writes: some were refused, and some got through (inside, when the link was not there).
-    expect(seen.get("wrote")).toBeGreaterThan(0);
+    // The swaps met the writes: some were refused. (How many got through depends on the machine's load.)
     expect(ROUNDS - (seen.get("wrote") ?? 0)).toBeGreaterThan(0);
   }, 120_000);
 
@@ -344,6 +346,8 @@ describe.skipIf(process.platform === "win32")("a real concurrent process swappin
     mkdirSync(join(places.outside, "sub", "deeper"), { recursive: true });
     writeFileSync(join(places.outside, "sub", "deeper", `${SECRET}.txt`), "");
     const files = new NodeWorkspaceFileSystem();
+    // With nothing swapping, glob lists the inside names: what the rounds below list or refuse is the races'.
+    expect(await files.globFiles(places.ws, "dir/*.txt")).toHaveLength(20);
     const patterns = ["dir/*", "dir/**/*", "**/*", "*/*", "*/sub/**", "dir/*.txt"];
     const seen = new Map<string, number>();
     const swapper = new FolderSwapper(places);
@@ -365,7 +369,8 @@ describe.skipIf(process.platform === "win32")("a real concurrent process swappin
     } finally {
       expect(await swapper.stop()).toBeGreaterThan(0);
     }
-    expect(seen.get("listed")).toBeGreaterThan(0);
+    // Every round ended in a listing or a refusal; how many of each depends on the machine's load.
+    expect([...seen.values()].reduce((sum, count) => sum + count, 0)).toBe(ROUNDS);
   }, 120_000);
 });
 
