@@ -3,7 +3,7 @@ import { defineConfig, globalIgnores } from "eslint/config";
 import tseslint from "typescript-eslint";
 
 export default defineConfig(
-  globalIgnores(["**/dist/", "**/node_modules/", "coverage/"]),
+  globalIgnores(["**/dist/", "**/node_modules/", "coverage/", ".stryker-tmp/", "reports/"]),
   js.configs.recommended,
   tseslint.configs.strictTypeChecked,
   {

@@ -5,10 +5,14 @@
 //   - in a table whose second column is headed 个数, a row whose first cell names test files (`a.test.ts`,
 //     `b.test.ts`): its number must be those files' tests added up. Other tables (say, how many tests an
 //     experiment turns red) are not counts of the gate and are left alone.
+// It also holds chapters/*.md, README.md and docs/*.md to the writing rules of doc-rules.ts: no line numbers,
+// no `npm run` of a script the root package.json lacks, no pointers to SPEC or issues, and `npm run -s`
+// wherever a command pipes or redirects npm's output.
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { docProblems } from "./doc-rules.js";
 
 /** Tests per file of one chapter's gate, as `vitest list` names the files (`tests/x.test.ts`). */
 export type TestCounts = ReadonlyMap<string, number>;
@@ -68,6 +72,16 @@ function vitestBin(repo: string): string {
   return join(repo, "node_modules", "vitest", "vitest.mjs");
 }
 
+/** The guides and docs the writing rules hold: chapters/*.md, README.md, docs/*.md, relative to `repo`. */
+export function docFiles(repo: string): string[] {
+  const markdown = (folder: string): string[] =>
+    readdirSync(join(repo, folder))
+      .filter((name) => name.endsWith(".md"))
+      .sort()
+      .map((name) => `${folder}/${name}`);
+  return [...markdown("chapters"), "README.md", ...markdown("docs")];
+}
+
 function main(): void {
   const repo = fileURLToPath(new URL("../", import.meta.url));
   const guides = readdirSync(join(repo, "chapters")).filter((name) => /^ch\d\d\.md$/.test(name));
@@ -78,11 +92,19 @@ function main(): void {
       countTests(repo, name.slice(0, 4)),
     ),
   );
+  const rootPackage = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as { scripts: object };
+  const scripts = new Set(Object.keys(rootPackage.scripts));
+  const docs = docFiles(repo);
+  const ruleProblems = docs.flatMap((file) => docProblems(file, readFileSync(join(repo, file), "utf8"), scripts));
   if (problems.length > 0) {
     console.error(`Guides state counts the tests do not have:\n- ${problems.join("\n- ")}`);
-    process.exit(1);
   }
+  if (ruleProblems.length > 0) {
+    console.error(`Guides and docs break the writing rules:\n- ${ruleProblems.join("\n- ")}`);
+  }
+  if (problems.length > 0 || ruleProblems.length > 0) process.exit(1);
   console.log(`Guides' test counts match the gates (${guides.join(", ")}).`);
+  console.log(`Guides and docs keep the writing rules (${docs.length} files).`);
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) main();

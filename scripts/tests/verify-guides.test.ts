@@ -1,5 +1,7 @@
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { guideProblems } from "../verify-guides.js";
+import { docProblems } from "../doc-rules.js";
+import { docFiles, guideProblems } from "../verify-guides.js";
 
 const counts = new Map([
   ["tests/a.test.ts", 3],
@@ -39,5 +41,121 @@ describe("verify:guides", () => {
     expect(guideProblems("ch.md", stale, counts)).toEqual([
       "ch.md:3: names gone.test.ts, which the gate does not have",
     ]);
+  });
+});
+
+describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", () => {
+  const scripts = new Set(["ch01", "diff", "test:ch03", "verify:guides"]);
+  const fence = (language: string, ...lines: string[]): string => ["```" + language, ...lines, "```"].join("\n");
+
+  it("accepts a doc that names functions, runs root scripts, cites only other trackers and silences piped npm runs", () => {
+    const doc = [
+      "`isInsideWorkspace` 在 `src/core/safe-path.ts` 里; 固定入口是 `npm run chNN`。",
+      "见 [npm/cli#4903](https://github.com/npm/cli/issues/4903) 和 https://github.com/npm/cli/issues/4903。",
+      "`npm run -s ch01 -- --demo -q | Set-Content answer.txt`, `npm run test:ch03`, `npm -w code/chapters/ch03 run build`",
+      fence(
+        "powershell",
+        "npm run -s diff -- ch02 ch03 > ch03.patch",
+        'npm run ch01 -- --prompt "a | b > c"   # a quoted | is no pipe',
+        "npm run diff -- ch02 ch03      # 第 3 章 | 改了什么",
+        "npm --silent run verify:guides 2>&1 | Tee-Object out.txt",
+        "echo y | npm run ch01 -- --prompt x",
+      ),
+      fence("bash", "cd code/chapters/ch03", "npm run build"),
+      fence(
+        "text",
+        "用法: npm run ch01 -- --prompt <text> [选项]",
+        "命令 (第 1 行, 共 N 行): x",
+        "at loop.ts:48:5 | x",
+      ),
+      "终端里显示 `命令 (第 1 行, 共 N 行)`。",
+    ].join("\n");
+    expect(docProblems("doc.md", doc, scripts)).toEqual([]);
+  });
+
+  it("refuses line numbers in every form: L48–L56, L48-L56, a file's :48, #L48, 第 48 行, line 48", () => {
+    const doc = [
+      "`isInsideWorkspace` (L48–L56) 和 (L7-L9)",
+      "见 `src/core/loop.ts:48` 与 `loop.ts:10-12`",
+      "见 [loop.ts](../code/chapters/ch03/src/core/loop.ts#L48)",
+      "在 `loop.ts` 的第 48 行, 或 lines 3–5",
+      fence("ts", "const L1 = 1; // a code block is not checked"),
+    ].join("\n");
+    const advice = "name the function, type or test instead";
+    expect(docProblems("doc.md", doc, scripts)).toEqual([
+      `doc.md:1: cites line numbers (L48–L56, L7-L9); ${advice}`,
+      `doc.md:2: cites line numbers (.ts:48, .ts:10-12); ${advice}`,
+      `doc.md:3: cites line numbers (.ts#L48); ${advice}`,
+      `doc.md:4: cites line numbers (第 48 行, lines 3–5); ${advice}`,
+    ]);
+  });
+
+  it("refuses an npm run <name> that the root package.json does not have, in prose, inline code and blocks", () => {
+    const doc = [
+      "先 `npm run test:ch09`, 再 npm run gate。",
+      fence("powershell", "npm run -s demo", "npm run ch01"),
+    ].join("\n");
+    expect(docProblems("doc.md", doc, scripts)).toEqual([
+      "doc.md:1: npm run test:ch09 is not a script of the root package.json",
+      "doc.md:1: npm run gate is not a script of the root package.json",
+      "doc.md:3: npm run demo is not a script of the root package.json",
+    ]);
+  });
+
+  it("refuses SPEC, § sections and the word issue, but not a GitHub URL or an owner/repo#N reference", () => {
+    const doc = [
+      "这在 SPEC §10 里规定, 见 SPEC.md。",
+      "本 issue 修好了; 这些 Issues 也是。",
+      "npm 的已知问题 npm/cli#4903 (https://github.com/npm/cli/issues/4903)。",
+    ].join("\n");
+    const advice = "say what the reader needs instead";
+    expect(docProblems("doc.md", doc, scripts)).toEqual([
+      `doc.md:1: mentions SPEC ("SPEC"); ${advice}`,
+      `doc.md:1: mentions SPEC ("SPEC"); ${advice}`,
+      `doc.md:1: mentions a § section ("§10"); ${advice}`,
+      `doc.md:2: mentions an issue ("issue"); ${advice}`,
+      `doc.md:2: mentions an issue ("Issues"); ${advice}`,
+    ]);
+  });
+
+  it("refuses a piped or redirected npm run without -s: |, >, 2>, Out-File, Tee-Object, over continued lines and in inline code", () => {
+    const doc = [
+      fence(
+        "bash",
+        "npm run diff -- ch02 ch03 | less -R",
+        "npm run diff -- ch02 ch03 > ch03.patch",
+        "npm run ch01 -- --demo 2> errors.txt",
+        "npm run ch01 -- --demo \\",
+        "  --quiet | tee answer.txt",
+      ),
+      fence(
+        "powershell",
+        "npm run ch01 -- --demo | Out-File answer.txt",
+        "npm run ch01 -- --demo -q `",
+        "  | Tee-Object answer.txt",
+        "npm run diff -- ch01 ch02 -s | less   # -s after -- is the script's, not npm's",
+      ),
+      "只看回答: `npm run ch01 -- --prompt '…' 2>$null`。",
+    ].join("\n");
+    const problem = (line: number, command: string): string =>
+      `doc.md:${line}: pipes or redirects the output of \`${command}\`; write npm run -s`;
+    expect(docProblems("doc.md", doc, scripts)).toEqual([
+      problem(2, "npm run diff -- ch02 ch03"),
+      problem(3, "npm run diff -- ch02 ch03"),
+      problem(4, "npm run ch01 -- --demo"),
+      problem(5, "npm run ch01 -- --demo --quiet"),
+      problem(9, "npm run ch01 -- --demo"),
+      problem(10, "npm run ch01 -- --demo -q"),
+      problem(12, "npm run diff -- ch01 ch02 -s"),
+      problem(14, 'npm run ch01 -- --prompt ""'),
+    ]);
+  });
+
+  it("docFiles lists chapters/*.md, README.md and docs/*.md", () => {
+    const files = docFiles(fileURLToPath(new URL("../../", import.meta.url)));
+    expect(files).toContain("chapters/ch01.md");
+    expect(files).toContain("README.md");
+    expect(files).toContain("docs/snapshots.md");
+    expect(files.every((file) => /^(chapters\/[^/]+|README|docs\/[^/]+)\.md$/.test(file))).toBe(true);
   });
 });

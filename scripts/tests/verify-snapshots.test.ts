@@ -27,6 +27,15 @@ describe("verify:snapshots", () => {
     expect(verifySnapshots(copy, declarations)).toEqual([]);
   });
 
+  it("chapter 4 leaves chapter 3's policy, tools and adapters byte for byte as they were", () => {
+    const changed = declarations.ch04?.changed ?? [];
+    expect(changed).not.toContain("src/core/permissions.ts");
+    expect(changed.filter((path) => path.startsWith("src/adapters/") || path.startsWith("src/features/"))).toEqual([]);
+    expect(readFileSync(join(realChapters, "ch04/src/core/permissions.ts"), "utf8")).toBe(
+      readFileSync(join(realChapters, "ch03/src/core/permissions.ts"), "utf8"),
+    );
+  });
+
   it("fails on an undeclared difference between consecutive snapshots", () => {
     const file = join(copy, "ch03", "src", "core", "messages.ts");
     writeFileSync(file, `${readFileSync(file, "utf8")}\n// a drive-by edit\n`);

@@ -5,7 +5,7 @@ import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { AnswerInput } from "./cli/answer-input.js";
 import { argumentsView } from "./cli/approval-view.js";
-import { prepareDemo } from "./cli/demo.js";
+import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
 import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
@@ -100,6 +100,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
   let authorizer: TerminalAuthorizer | undefined;
   let agent: AgentRunner | undefined;
   let options: CliOptions | undefined;
+  let demo: DemoSetup | undefined;
   let code: number;
   let stopOnSignals: (() => void) | undefined;
   try {
@@ -111,11 +112,18 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // Reading the terminal from here on drops what was typed while the run started, before any question.
     authorizer = new TerminalAuthorizer(io.stdin, terminal, io.stdinIsTTY);
     const profile = profileForChapter(options.chapter ?? 0);
-    const demo = options.demo ? await prepareDemo(profile.chapter) : undefined;
+    demo = options.demo ? await prepareDemo(profile.chapter) : undefined;
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
     const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;
-    const model = script === undefined ? createModel(options, io, base) : replayModel(script.messages);
+    const replayed = script === undefined ? createModel(options, io, base) : replayModel(script.messages);
+    // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
+    const model =
+      demo === undefined || options.quiet
+        ? replayed
+        : narrated(replayed, (text) => {
+            for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
+          });
     // A recording holds its task, so `--replay` needs no `--prompt`.
     const prompt = demo?.prompt ?? options.prompt ?? recording?.messages.find((m) => m.role === "user")?.content;
     if (prompt === undefined) throw new ArgumentError("Both --chapter and --prompt are required");
@@ -147,14 +155,17 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     authorizer?.close();
   }
   const history = agent?.history ?? [];
-  if (options?.transcript === undefined || history.length === 0) return code;
-  const path = resolve(base, options.transcript);
-  try {
-    await writeTranscript(path, { chapter: options.chapter ?? 0, messages: history });
-  } catch (error) {
-    terminal.line(`运行失败: cannot write the transcript to ${path}: ${visible((error as Error).message)}`);
-    return code === 0 ? 1 : code;
+  if (options?.transcript !== undefined && history.length > 0) {
+    const path = resolve(base, options.transcript);
+    try {
+      await writeTranscript(path, { chapter: options.chapter ?? 0, messages: history });
+    } catch (error) {
+      terminal.line(`运行失败: cannot write the transcript to ${path}: ${visible((error as Error).message)}`);
+      if (code === 0) code = 1;
+    }
   }
+  // The temp folder outlives the run: said last, with --quiet and after a failure too, so the reader can remove it.
+  if (demo !== undefined) terminal.line(`演示工作区所在的临时文件夹：${demo.root}（可以删除）。`);
   return code;
 }
 

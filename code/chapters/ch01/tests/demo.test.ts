@@ -1,11 +1,17 @@
 import { spawnSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { dirname } from "node:path";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { prepareDemo } from "../src/cli/demo.js";
+import { narrated, prepareDemo } from "../src/cli/demo.js";
+import { runCli } from "../src/cli.js";
+import { assistantMessage, toolCall, type AssistantMessage } from "../src/core/messages.js";
+import type { ModelClient } from "../src/core/model.js";
+import { Sink } from "./support/sink.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch01.ts", import.meta.url));
 /** Chapter 1's own walkthrough: what `npm run ch01 -- --demo` replays (prepareDemo(1) reads demo/ch01.json). */
@@ -17,39 +23,166 @@ const finalText = walkthrough.messages.at(-1)?.content ?? "";
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const demoRoots: string[] = [];
 
+// The walkthrough's narration, said before each of its two calls.
+const SAY_LIST = "我先用 PowerShell 列出工作区里的文件。";
+const SAY_READ = "再读 README.md 的内容。";
+const CALL_LIST = '→ shell {"command":"Get-ChildItem -Force"}';
+const CALL_READ = '→ shell {"command":"Get-Content README.md"}';
+const NO_TTY = "无交互输入，默认拒绝。";
+/** The demo's last line on stderr: where its temp folder is, and that it may go. */
+const rootLine = (root: string): string => `演示工作区所在的临时文件夹：${root}（可以删除）。`;
+
+interface DemoRun {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** The workspace the first line announced. */
+  readonly workspace: string;
+}
+
+/** The keyless demo as a child process without a terminal, its temp folder removed after the test. */
+function demoRun(args: readonly string[] = []): DemoRun {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
+  const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", ...args], {
+    env,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    timeout: 60_000,
+  });
+  const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+  // Only a folder the demo named is removed: never "." when the line is missing.
+  if (workspace !== "") demoRoots.push(dirname(workspace));
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr, workspace };
+}
+
+// The waiting line a terminal gets: each spinner frame redraws it, and the next line clears it.
+// eslint-disable-next-line no-control-regex -- the status line is made of exactly these escapes
+const STATUS = /\r\x1b\[2K(?:(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\r\n\x1b]*(?:\x1b\[0m)?)?/g;
+
+/** `npm run ch01 -- --demo` in this process with stderr on a terminal (stdin is none: every call is refused). */
+async function demoOnTerminal(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new Sink();
+  const stderr = new Sink();
+  const cwd = mkdtempSync(join(tmpdir(), "ch01-demo-tty-"));
+  demoRoots.push(cwd);
+  const io = { env, cwd, stdin: new PassThrough(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: true };
+  const code = await runCli(["run", "--chapter", "1", "--demo"], io, "ch01");
+  const workspace = /演示工作区: (\S+)/.exec(stderr.text)?.[1];
+  if (workspace !== undefined) demoRoots.push(dirname(workspace));
+  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, "") };
+}
+
 afterEach(async () => {
   await Promise.all(demoRoots.splice(0).map((root) => rm(root, { recursive: true, force: true })));
 });
 
 describe("the chapter 1 demo without a terminal", () => {
-  it("needs no key, refuses both shell calls for want of a TTY with 无交互输入，默认拒绝。, and ends with exit 0", () => {
-    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
-    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo"], {
-      env,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-      timeout: 60_000,
-    });
-    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
-    // Only a folder the demo named is removed: never "." when the line is missing.
-    if (workspace !== "") demoRoots.push(dirname(workspace));
+  it("needs no key, narrates each step in plain text, refuses both shell calls for want of a TTY with 无交互输入，默认拒绝。, names its temp folder last, and ends with exit 0", () => {
+    const run = demoRun();
+    const { workspace } = run;
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
     expect(run.status).toBe(0);
     expect(run.stderr).toBe(
       [
         `演示工作区: ${workspace}`,
-        '→ shell {"command":"Get-ChildItem -Force"}',
-        "无交互输入，默认拒绝。",
+        SAY_LIST,
+        CALL_LIST,
+        NO_TTY,
         "  ✗ denied",
-        '→ shell {"command":"Get-Content README.md"}',
-        "无交互输入，默认拒绝。",
+        SAY_READ,
+        CALL_READ,
+        NO_TTY,
         "  ✗ denied",
+        rootLine(dirname(workspace)),
         "",
       ].join("\n"),
     );
+    // Not a terminal: not one escape sequence, so a pipe or a file gets plain text.
+    expect(run.stderr).not.toContain("\u001b");
     expect(finalText.startsWith("演示结束。")).toBe(true);
     expect(run.stdout).toBe(`${finalText}\n`);
     expect(readdirSync(workspace)).toEqual(["README.md"]);
+  });
+});
+
+describe("the chapter 1 demo's narration", () => {
+  it("with --quiet says no narration and no progress, but still names its temp folder last", () => {
+    const run = demoRun(["--quiet"]);
+    expect(run.status).toBe(0);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(run.stderr).toBe(
+      [`演示工作区: ${run.workspace}`, NO_TTY, NO_TTY, rootLine(dirname(run.workspace)), ""].join("\n"),
+    );
+  });
+
+  it("on a terminal is dimmed (ANSI 2), and the answer on stdout is unchanged", async () => {
+    const run = await demoOnTerminal({});
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        `\u001b[2m${SAY_LIST}\u001b[0m`,
+        CALL_LIST,
+        NO_TTY,
+        "  \u001b[33m✗ denied\u001b[0m",
+        `\u001b[2m${SAY_READ}\u001b[0m`,
+        CALL_READ,
+        NO_TTY,
+        "  \u001b[33m✗ denied\u001b[0m",
+        rootLine(dirname(workspace)),
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("on a terminal with NO_COLOR is plain text", async () => {
+    const run = await demoOnTerminal({ NO_COLOR: "1" });
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        SAY_LIST,
+        CALL_LIST,
+        NO_TTY,
+        "  ✗ denied",
+        SAY_READ,
+        CALL_READ,
+        NO_TTY,
+        "  ✗ denied",
+        rootLine(dirname(workspace)),
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("narrated(model, say) says the text of each turn that asks for tools before handing the turn on, and never the closing answer", async () => {
+    const turns = [
+      assistantMessage("step one", [toolCall("call_1", "shell", "{}")]),
+      assistantMessage(null, [toolCall("call_2", "shell", "{}")]),
+      assistantMessage("  ", [toolCall("call_3", "shell", "{}")]),
+      assistantMessage("the answer", []),
+    ];
+    let next = 0;
+    const model: ModelClient = {
+      complete: () => Promise.resolve({ message: turns[next++] as AssistantMessage, finishReason: "stop" }),
+    };
+    const events: string[] = [];
+    const narrating = narrated(model, (text) => events.push(`said ${text}`));
+    for (const turn of turns) {
+      const reply = await narrating.complete({ messages: [], tools: [] });
+      expect(reply.message).toBe(turn);
+      events.push(`returned ${String(reply.message.content)}`);
+    }
+    expect(events).toEqual([
+      "said step one",
+      "returned step one",
+      "returned null",
+      "returned   ",
+      "returned the answer",
+    ]);
   });
 });
 
@@ -68,5 +201,7 @@ describe("prepareDemo(chapter)", () => {
       file.messages.map((message) => [message.role, message.content]),
     );
     expect(readdirSync(setup.workspace)).toEqual(["README.md"]);
+    expect(setup.root).toBe(dirname(setup.workspace));
+    expect(readdirSync(setup.root)).toEqual(["workspace"]);
   });
 });

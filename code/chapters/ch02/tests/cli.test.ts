@@ -567,6 +567,66 @@ describe("runCli --replay", () => {
     expect(run.code).toBe(0);
   });
 
+  it("with --prompt, replays the recorded turns on that task: the given prompt is the task, whatever the recording's was", async () => {
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, "replay.json"), JSON.stringify(recording(true)));
+    const run = await cli(["--replay", "replay.json", "--prompt", "Another task", "--transcript", "again.json"], {
+      cwd,
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: "Replayed answer.\n",
+      stderr: `→ shell ${LIST.arguments}\n${NO_TTY}\n  ✗ denied\n`,
+    });
+    const again = JSON.parse(await readFile(join(cwd, "again.json"), "utf8")) as { messages: unknown[] };
+    expect(again.messages[0]).toStrictEqual({ role: "user", content: "Another task" });
+  });
+
+  it.skipIf(powershell === undefined)(
+    "runs the recorded calls in --workspace, resolved against the same folder as --replay (INIT_CWD)",
+    async () => {
+      const [cwd, initCwd] = [await tempFolder(), await tempFolder()];
+      await mkdir(join(initCwd, "ws"));
+      await writeFile(join(initCwd, "ws", "marker.txt"), "");
+      const names = {
+        id: "call_names",
+        type: "function",
+        function: { name: "shell", arguments: '{"command":"Get-ChildItem -Name"}' },
+      };
+      const recorded = {
+        chapter: 1,
+        messages: [
+          { role: "user", content: "List the files" },
+          { role: "assistant", content: null, tool_calls: [names] },
+          { role: "tool", tool_call_id: "call_names", content: "what another folder held" },
+          { role: "assistant", content: "Replayed answer." },
+        ],
+      };
+      await writeFile(join(initCwd, "replay.json"), JSON.stringify(recorded));
+      const run = await cli(["--replay", "replay.json", "--workspace", "ws", "--transcript", "again.json"], {
+        env: { INIT_CWD: initCwd },
+        cwd,
+        stdin: "y\n",
+        stdinIsTTY: true,
+      });
+      expect({ code: run.code, stdout: run.stdout }).toStrictEqual({ code: 0, stdout: "Replayed answer.\n" });
+      const again = JSON.parse(await readFile(join(initCwd, "again.json"), "utf8")) as { messages: { role: string }[] };
+      expect(again.messages.filter((message) => message.role === "tool")).toStrictEqual([
+        { role: "tool", tool_call_id: "call_names", content: "marker.txt" },
+      ]);
+    },
+  );
+
+  it("with a --workspace that is not a folder, exits 1 naming it and replays nothing", async () => {
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, "replay.json"), JSON.stringify(recording(true)));
+    expect(await cli(["--replay", "replay.json", "--workspace", "missing"], { cwd })).toStrictEqual({
+      code: 1,
+      stdout: "",
+      stderr: `运行失败: workspace ${join(cwd, "missing")} is not an existing folder; pass --workspace <dir>\n`,
+    });
+  });
+
   it("a recording that cannot be read is a 配置错误, exit 2", async () => {
     const cwd = await tempFolder();
     await mkdir(join(cwd, "sub"));

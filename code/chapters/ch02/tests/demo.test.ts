@@ -4,9 +4,14 @@ import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { prepareDemo } from "../src/cli/demo.js";
+import { narrated, prepareDemo } from "../src/cli/demo.js";
+import { runCli } from "../src/cli.js";
+import { assistantMessage, toolCall, type AssistantMessage } from "../src/core/messages.js";
+import type { ModelClient } from "../src/core/model.js";
+import { Sink } from "./support/sink.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch02.ts", import.meta.url));
 const chapterOneEntry = fileURLToPath(new URL("../src/chapters/ch01.ts", import.meta.url));
@@ -23,12 +28,41 @@ const chapterOneWalkthrough = JSON.parse(readFileSync(new URL("../demo/ch01.json
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const demoRoots: string[] = [];
 
+// Chapter 2's walkthrough narrates only its last call; chapter 1's narrates both of its calls.
+const SAY_OUTSIDE = "再试一次工作区外面。";
+const CALLS = [
+  '→ write_file {"path":"demo/note.txt","content":"alpha"}',
+  '→ edit_file {"path":"demo/note.txt","old_text":"alpha","new_text":"gamma"}',
+  '→ read_file {"path":"demo/note.txt"}',
+  '→ glob {"pattern":"demo/*.txt"}',
+  '→ read_file {"path":"../secret.txt"}',
+] as const;
+/** The demo's last line on stderr: where its temp folder is, and that it may go. */
+const rootLine = (root: string): string => `演示工作区所在的临时文件夹：${root}（可以删除）。`;
+
+// The waiting line a terminal gets: each spinner frame redraws it, and the next line clears it.
+// eslint-disable-next-line no-control-regex -- the status line is made of exactly these escapes
+const STATUS = /\r\x1b\[2K(?:(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\r\n\x1b]*(?:\x1b\[0m)?)?/g;
+
+/** `npm run ch02 -- --demo` in this process with stderr on a terminal (stdin is none: nothing is asked here). */
+async function demoOnTerminal(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new Sink();
+  const stderr = new Sink();
+  const cwd = mkdtempSync(join(tmpdir(), "ch02-demo-tty-"));
+  demoRoots.push(cwd);
+  const io = { env, cwd, stdin: new PassThrough(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: true };
+  const code = await runCli(["run", "--chapter", "2", "--demo"], io, "ch02");
+  const workspace = /演示工作区: (\S+)/.exec(stderr.text)?.[1];
+  if (workspace !== undefined) demoRoots.push(dirname(workspace));
+  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, "") };
+}
+
 afterEach(async () => {
   await Promise.all(demoRoots.splice(0).map((root) => rm(root, { recursive: true, force: true })));
 });
 
 describe("the chapter 2 demo without a terminal", () => {
-  it("needs no key, walks the book's write → edit → read → glob, and refuses ../secret.txt as path_escape", () => {
+  it("needs no key, walks the book's write → edit → read → glob, narrates and refuses ../secret.txt as path_escape, and names its temp folder last", () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
     const transcriptFolder = mkdtempSync(join(tmpdir(), "ch02-demo-transcript-"));
     demoRoots.push(transcriptFolder);
@@ -47,19 +81,23 @@ describe("the chapter 2 demo without a terminal", () => {
     expect(run.stderr).toBe(
       [
         `演示工作区: ${workspace}`,
-        '→ write_file {"path":"demo/note.txt","content":"alpha"}',
+        CALLS[0],
         "  ✓ ok",
-        '→ edit_file {"path":"demo/note.txt","old_text":"alpha","new_text":"gamma"}',
+        CALLS[1],
         "  ✓ ok",
-        '→ read_file {"path":"demo/note.txt"}',
+        CALLS[2],
         "  ✓ ok",
-        '→ glob {"pattern":"demo/*.txt"}',
+        CALLS[3],
         "  ✓ ok",
-        '→ read_file {"path":"../secret.txt"}',
+        SAY_OUTSIDE,
+        CALLS[4],
         "  ✗ path_escape",
+        rootLine(dirname(workspace)),
         "",
       ].join("\n"),
     );
+    // Not a terminal: not one escape sequence, so a pipe or a file gets plain text.
+    expect(run.stderr).not.toContain("\u001b");
     expect(finalText.startsWith("演示结束。")).toBe(true);
     expect(run.stdout).toBe(`${finalText}\n`);
     // What the model was told, call by call: the book's four results, then the refusal.
@@ -85,6 +123,100 @@ describe("the chapter 2 demo without a terminal", () => {
   });
 });
 
+describe("the chapter 2 demo's narration", () => {
+  it("with --quiet says no narration and no progress, but still names its temp folder last", () => {
+    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
+    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", "--quiet"], {
+      env,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 60_000,
+    });
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    if (workspace !== "") demoRoots.push(dirname(workspace));
+    expect(run.status).toBe(0);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(run.stderr).toBe([`演示工作区: ${workspace}`, rootLine(dirname(workspace)), ""].join("\n"));
+  });
+
+  it("on a terminal is dimmed (ANSI 2), and the answer on stdout is unchanged", async () => {
+    const run = await demoOnTerminal({});
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const ok = "  \u001b[32m✓ ok\u001b[0m";
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        CALLS[0],
+        ok,
+        CALLS[1],
+        ok,
+        CALLS[2],
+        ok,
+        CALLS[3],
+        ok,
+        `\u001b[2m${SAY_OUTSIDE}\u001b[0m`,
+        CALLS[4],
+        "  \u001b[31m✗ path_escape\u001b[0m",
+        rootLine(dirname(workspace)),
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("on a terminal with NO_COLOR is plain text", async () => {
+    const run = await demoOnTerminal({ NO_COLOR: "1" });
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        CALLS[0],
+        "  ✓ ok",
+        CALLS[1],
+        "  ✓ ok",
+        CALLS[2],
+        "  ✓ ok",
+        CALLS[3],
+        "  ✓ ok",
+        SAY_OUTSIDE,
+        CALLS[4],
+        "  ✗ path_escape",
+        rootLine(dirname(workspace)),
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("narrated(model, say) says the text of each turn that asks for tools before handing the turn on, and never the closing answer", async () => {
+    const turns = [
+      assistantMessage("step one", [toolCall("call_1", "shell", "{}")]),
+      assistantMessage(null, [toolCall("call_2", "shell", "{}")]),
+      assistantMessage("  ", [toolCall("call_3", "shell", "{}")]),
+      assistantMessage("the answer", []),
+    ];
+    let next = 0;
+    const model: ModelClient = {
+      complete: () => Promise.resolve({ message: turns[next++] as AssistantMessage, finishReason: "stop" }),
+    };
+    const events: string[] = [];
+    const narrating = narrated(model, (text) => events.push(`said ${text}`));
+    for (const turn of turns) {
+      const reply = await narrating.complete({ messages: [], tools: [] });
+      expect(reply.message).toBe(turn);
+      events.push(`returned ${String(reply.message.content)}`);
+    }
+    expect(events).toEqual([
+      "said step one",
+      "returned step one",
+      "returned null",
+      "returned   ",
+      "returned the answer",
+    ]);
+  });
+});
+
 describe("prepareDemo(chapter) in this snapshot", () => {
   it.each<[number, string]>([
     [1, "ch01.json"],
@@ -103,11 +235,13 @@ describe("prepareDemo(chapter) in this snapshot", () => {
       file.messages.map((message) => [message.role, message.content]),
     );
     expect(readdirSync(setup.workspace)).toEqual(["README.md"]);
+    expect(setup.root).toBe(dirname(setup.workspace));
+    expect(readdirSync(setup.root)).toEqual(["workspace"]);
   });
 });
 
 describe("the chapter 1 demo on this snapshot", () => {
-  it("replays chapter 1's own walkthrough: two shell calls, each refused without a TTY, no file tool and no unknown_tool", () => {
+  it("replays chapter 1's own walkthrough, narrated: two shell calls, each refused without a TTY, no file tool and no unknown_tool", () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
     const run = spawnSync(process.execPath, ["--import", tsx, chapterOneEntry, "--demo"], {
       env,
@@ -123,12 +257,15 @@ describe("the chapter 1 demo on this snapshot", () => {
     expect(run.stderr).toBe(
       [
         `演示工作区: ${workspace}`,
+        "我先用 PowerShell 列出工作区里的文件。",
         '→ shell {"command":"Get-ChildItem -Force"}',
         "无交互输入，默认拒绝。",
         "  ✗ denied",
+        "再读 README.md 的内容。",
         '→ shell {"command":"Get-Content README.md"}',
         "无交互输入，默认拒绝。",
         "  ✗ denied",
+        rootLine(dirname(workspace)),
         "",
       ].join("\n"),
     );

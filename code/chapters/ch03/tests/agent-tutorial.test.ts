@@ -32,13 +32,22 @@ function unified(args: readonly string[]) {
   });
 }
 
-/** The demo's stderr with its temp workspace, announced on the first line, replaced by `<ws>`. */
+/**
+ * The demo's stderr with its temp workspace, announced on the first line, replaced by `<ws>`, and the temp
+ * folder around it, named on the last line, by `<root>`.
+ */
 function demoOutput(stderr: string): { workspace: string; lines: string[] } {
   const workspace = /^演示工作区: (\S+)\n/.exec(stderr)?.[1];
   if (workspace === undefined) throw new Error(`the demo did not say where its workspace is:\n${stderr}`);
   folders.push(dirname(workspace));
-  return { workspace, lines: stderr.replaceAll(workspace, "<ws>").split("\n") };
+  return {
+    workspace,
+    lines: stderr.replaceAll(workspace, "<ws>").replaceAll(dirname(workspace), "<root>").split("\n"),
+  };
 }
+
+/** The demo's last line on stderr: where its temp folder is, and that it may go. */
+const ROOT_LINE = "演示工作区所在的临时文件夹：<root>（可以删除）。";
 
 interface Walkthrough {
   messages: {
@@ -48,14 +57,20 @@ interface Walkthrough {
   }[];
 }
 
-/** Chapter `chapter`'s own walkthrough in this snapshot: its `→` lines, in order, and its closing text. */
-function walkthrough(chapter: number): { calls: string[]; finalText: string } {
+/**
+ * Chapter `chapter`'s own walkthrough in this snapshot: its `→` lines, in order, the narration of each turn
+ * that asks for tools (`null` where it has none), and its closing text.
+ */
+function walkthrough(chapter: number): { calls: string[]; narration: (string | null)[]; finalText: string } {
   const name = `ch${String(chapter).padStart(2, "0")}.json`;
   const { messages } = JSON.parse(readFileSync(new URL(`../demo/${name}`, import.meta.url), "utf8")) as Walkthrough;
   return {
     calls: messages.flatMap((message) =>
       (message.tool_calls ?? []).map((call) => `→ ${call.function.name} ${call.function.arguments}`),
     ),
+    narration: messages
+      .filter((message) => message.role === "assistant" && (message.tool_calls ?? []).length > 0)
+      .map((message) => message.content),
     finalText: messages.at(-1)?.content ?? "",
   };
 }
@@ -65,11 +80,18 @@ const NO_TTY = "无交互输入，默认拒绝。";
 const NO_TTY_AUDIT = "No interactive approval input was available";
 
 describe("npm run agent-tutorial -- run --chapter N", () => {
-  it("npm run agent-tutorial is this entry", () => {
+  it("npm run agent-tutorial is the newest snapshot's unified entry, and this snapshot's own entry is npm run chNN", () => {
     const root = JSON.parse(readFileSync(new URL("../../../../package.json", import.meta.url), "utf8")) as {
       scripts: Record<string, string>;
     };
-    expect(root.scripts["agent-tutorial"]).toBe("tsx code/chapters/ch03/src/chapters/agent-tutorial.ts");
+    // This snapshot's folder name; a later chapter moves the unified entry on, never back.
+    const self = /\/(ch\d\d)\/tests\//.exec(fileURLToPath(import.meta.url).replace(/\\/g, "/"))?.[1] ?? "";
+    expect(root.scripts[self]).toBe(`tsx code/chapters/${self}/src/chapters/${self}.ts`);
+    const newest = /^tsx code\/chapters\/(ch\d\d)\/src\/chapters\/agent-tutorial\.ts$/.exec(
+      root.scripts["agent-tutorial"] ?? "",
+    )?.[1];
+    expect(newest !== undefined && newest >= self).toBe(true);
+    expect(root.scripts.demo).toBe(`tsx code/chapters/${newest ?? ""}/src/chapters/${newest ?? ""}.ts --demo`);
   });
 
   it.each([
@@ -171,25 +193,38 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     });
   });
 
-  it("run --chapter 1 --demo replays chapter 1's own walkthrough: two shell calls, each asked and refused without a TTY, no unknown_tool", () => {
-    const { calls, finalText } = walkthrough(1);
+  it("run --chapter 1 --demo replays chapter 1's own walkthrough, narrated: two shell calls, each asked and refused without a TTY, no unknown_tool", () => {
+    const { calls, narration, finalText } = walkthrough(1);
     expect(calls).toEqual([
       '→ shell {"command":"Get-ChildItem -Force"}',
       '→ shell {"command":"Get-Content README.md"}',
     ]);
+    expect(narration).toEqual(["我先用 PowerShell 列出工作区里的文件。", "再读 README.md 的内容。"]);
     const run = unified(["run", "--chapter", "1", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
     // Chapter 1 keeps only the shell's confirmation: no [Permission] lines.
-    expect(lines).toEqual(["演示工作区: <ws>", calls[0], NO_TTY, "  ✗ denied", calls[1], NO_TTY, "  ✗ denied", ""]);
+    expect(lines).toEqual([
+      "演示工作区: <ws>",
+      narration[0],
+      calls[0],
+      NO_TTY,
+      "  ✗ denied",
+      narration[1],
+      calls[1],
+      NO_TTY,
+      "  ✗ denied",
+      ROOT_LINE,
+      "",
+    ]);
     expect(finalText.startsWith("演示结束。")).toBe(true);
     expect(run.stdout).toBe(`${finalText}\n`);
     expect(readdirSync(workspace)).toEqual(["README.md"]);
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 
-  it("run --chapter 2 --demo replays chapter 2's own walkthrough: write, edit, read, glob, then ../secret.txt refused as path_escape", () => {
-    const { calls, finalText } = walkthrough(2);
+  it("run --chapter 2 --demo replays chapter 2's own walkthrough: write, edit, read, glob, then ../secret.txt narrated and refused as path_escape", () => {
+    const { calls, narration, finalText } = walkthrough(2);
     expect(calls).toEqual([
       '→ write_file {"path":"demo/note.txt","content":"alpha"}',
       '→ edit_file {"path":"demo/note.txt","old_text":"alpha","new_text":"gamma"}',
@@ -197,6 +232,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       '→ glob {"pattern":"demo/*.txt"}',
       '→ read_file {"path":"../secret.txt"}',
     ]);
+    expect(narration).toEqual([null, null, null, null, "再试一次工作区外面。"]);
     const run = unified(["run", "--chapter", "2", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
@@ -211,8 +247,10 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       "  ✓ ok",
       calls[3],
       "  ✓ ok",
+      narration[4],
       calls[4],
       "  ✗ path_escape",
+      ROOT_LINE,
       "",
     ]);
     expect(finalText.startsWith("演示结束。")).toBe(true);
@@ -221,28 +259,37 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 
-  it("run --chapter 3 --demo replays chapter 3's own walkthrough, the book's calls A, B and C, every decision audited", () => {
-    const { calls, finalText } = walkthrough(3);
+  it("run --chapter 3 --demo replays chapter 3's own walkthrough, the book's calls A, B and C, each narrated, every decision audited", () => {
+    const { calls, narration, finalText } = walkthrough(3);
     expect(calls).toEqual([
       '→ glob {"pattern":"chapters/ch03/src/**/*.ts"}',
       '→ write_file {"path":"chapter3-note.txt","content":"第 3 章在工具准备和执行之间插入了权限策略。\\n"}',
       '→ write_file {"path":"../outside.txt","content":"x"}',
+    ]);
+    expect(narration).toEqual([
+      "调用 A: 先用 glob 列出第 3 章的源码 (read, 没有规则反对, 默认放行)。",
+      "调用 B: 把摘要写进工作区里的 chapter3-note.txt (write, 命中 confirm-file-write, 要你批准)。",
+      "调用 C: 再试着写到工作区外面的 ../outside.txt。",
     ]);
     const run = unified(["run", "--chapter", "3", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
     expect(lines).toEqual([
       "演示工作区: <ws>",
+      narration[0],
       calls[0],
       "[Permission] glob: allow (default) - No permission rule blocked the request",
       "  ✓ ok",
+      narration[1],
       calls[1],
       NO_TTY,
       `[Permission] write_file: deny (terminal-approval) - ${NO_TTY_AUDIT}`,
       "  ✗ denied",
+      narration[2],
       calls[2],
       "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden",
       "  ✗ denied",
+      ROOT_LINE,
       "",
     ]);
     expect(finalText.startsWith("演示结束。")).toBe(true);

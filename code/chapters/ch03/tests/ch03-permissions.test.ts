@@ -1,8 +1,10 @@
+import fs from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises";
+import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Writable } from "node:stream";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { buildAgent } from "../src/bootstrap.js";
 import { TerminalApprovalProvider, TerminalAuditSink } from "../src/cli.js";
@@ -23,7 +25,13 @@ import { P01, P02, P03, type ChapterProfile } from "../src/core/profiles.js";
 import type { ToolContext, ToolRegistry, ValidToolCall } from "../src/core/tools.js";
 import { WorkspacePathError, type WorkspaceFileSystem, type WorkspaceWriteBoundary } from "../src/core/filesystem.js";
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
-import { CountingApproval, FakeCommandRunner, FakeFileSystem } from "./support/fakes.js";
+import {
+  commandResult,
+  CountingApproval,
+  FakeCommandRunner,
+  FakeFileSystem,
+  unstartableRunner,
+} from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 import { typeAnswers } from "./support/typist.js";
 
@@ -575,6 +583,31 @@ describe("rule 3: ask runs only after an explicit allow", () => {
     expect(r.runner.calls).toEqual([]);
     expect(r.audit.records).toEqual([["shell", "deny", "user", REFUSED]]);
   });
+
+  it.each<[string, () => FakeCommandRunner, string]>([
+    [
+      "times out",
+      () => new FakeCommandRunner(commandResult({ output: "partial", exitCode: null, timedOut: true })),
+      "Error [shell_timeout]: partial",
+    ],
+    [
+      "cannot start PowerShell",
+      unstartableRunner,
+      "Error [shell_start_failed]: PowerShell process could not be started",
+    ],
+  ])(
+    "an approved shell call whose runner %s runs once and reaches the model as that error, audited as the user's allow",
+    async (_name, makeRunner, content) => {
+      const r = { ...rig(new CountingApproval(true)), runner: makeRunner() };
+      const result = await runP03(r, [toolTurn(call("c1", "shell", { command: "Start-Sleep 600" }))]);
+
+      expect(r.approval.requests).toEqual([["shell", "ask", "shell-default", ASK_SHELL]]);
+      expect(r.runner.calls).toEqual([{ command: "Start-Sleep 600", cwd: workspace }]);
+      expect(toolMessages(result.history)).toEqual([["c1", content]]);
+      expect(r.audit.records).toEqual([["shell", "allow", "user", APPROVED]]);
+      expect(r.timeline).toEqual(["approve? shell: ask (shell-default)", "audit shell: allow (user)"]);
+    },
+  );
 
   it("an approval grants one call only: the same write asked again is asked again", async () => {
     let answers = 0;
@@ -1133,6 +1166,39 @@ describe("rule 8: writes outside the workspace are a hard deny no rule, recommen
     expect(thrown).not.toBeInstanceOf(WorkspacePathError);
     expect((thrown as NodeJS.ErrnoException).code).toBe("ENOENT");
     expect(await workspaceEntries()).toEqual(WORKSPACE_AT_START);
+  });
+
+  it("the Node boundary lets a path below a file through, for the write itself to refuse it as no folder", async () => {
+    expect(await new NodeWorkspaceFileSystem().isPathWithinWorkspace(workspace, "readme.md/x.txt")).toBe(true);
+    const r = rig(new CountingApproval(true));
+    const result = await runP03(r, [toolTurn(call("c1", "write_file", { path: "readme.md/x.txt", content: "x" }))]);
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "Error [invalid_path]: A parent of the path is not a directory: readme.md/x.txt"],
+    ]);
+    expect(await readText(inWorkspace("readme.md"))).toBe(README);
+  });
+
+  it("the Node boundary rethrows a failure to look at the file itself, which the policy denies as unresolvable", async () => {
+    const eio = Object.assign(new Error("EIO: i/o error, lstat"), { code: "EIO" });
+    const { lstatSync } = fs;
+    // The disk fails when the boundary asks how many names readme.md has: no answer is not "inside".
+    vi.spyOn(fs, "lstatSync").mockImplementation(((path: string, ...rest: never[]) => {
+      if (path === join(workspace, "readme.md")) throw eio;
+      return lstatSync(path, ...rest);
+    }) as typeof fs.lstatSync);
+    syncBuiltinESMExports();
+    try {
+      const boundary = new NodeWorkspaceFileSystem();
+      await expect(boundary.isPathWithinWorkspace(workspace, "readme.md")).rejects.toBe(eio);
+      const r = rig(new CountingApproval(true));
+      const request = requestFor(r, "write_file", { path: "readme.md", content: "x" });
+      const decision = await new PermissionPolicy({ writeBoundary: boundary, approval: r.approval }).decide(request);
+      expect(decision).toStrictEqual(new PermissionDecision("deny", UNRESOLVED, "workspace-boundary"));
+      expect(r.approval.requests).toEqual([]);
+    } finally {
+      vi.restoreAllMocks();
+      syncBuiltinESMExports();
+    }
   });
 
   it("a real boundary that fails for another reason than a refused path denies as unresolvable, unasked", async () => {

@@ -4,9 +4,14 @@ import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { prepareDemo } from "../src/cli/demo.js";
+import { narrated, prepareDemo } from "../src/cli/demo.js";
+import { runCli } from "../src/cli.js";
+import { assistantMessage, toolCall, type AssistantMessage } from "../src/core/messages.js";
+import type { ModelClient } from "../src/core/model.js";
+import { Sink } from "./support/sink.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch03.ts", import.meta.url));
 /** Chapter 3's own walkthrough: what `npm run ch03 -- --demo` replays. */
@@ -58,6 +63,28 @@ const WRITE_APPROVED = "[Permission] write_file: allow (terminal-approval) - Use
 const WRITE_REFUSED = "[Permission] write_file: deny (terminal-approval) - User denied this tool call";
 const HARD_DENY = "[Permission] write_file: deny (workspace-boundary) - Writing outside the workspace is forbidden";
 const QUESTION = "允许本次调用? [y/N]";
+// The walkthrough's narration, said before each call.
+const SAY_A = "调用 A: 先用 glob 列出第 3 章的源码 (read, 没有规则反对, 默认放行)。";
+const SAY_B = "调用 B: 把摘要写进工作区里的 chapter3-note.txt (write, 命中 confirm-file-write, 要你批准)。";
+const SAY_C = "调用 C: 再试着写到工作区外面的 ../outside.txt。";
+/** The demo's last line on stderr: where its temp folder is, and that it may go. */
+const rootLine = (root: string): string => `演示工作区所在的临时文件夹：${root}（可以删除）。`;
+
+// The waiting line a terminal gets: each spinner frame redraws it, and the next line clears it.
+// eslint-disable-next-line no-control-regex -- the status line is made of exactly these escapes
+const STATUS = /\r\x1b\[2K(?:(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\r\n\x1b]*(?:\x1b\[0m)?)?/g;
+
+/** `npm run ch03 -- --demo` in this process with stderr on a terminal (stdin is none: call B is refused). */
+async function demoOnTerminal(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new Sink();
+  const stderr = new Sink();
+  const cwd = mkdtempSync(join(tmpdir(), "ch03-demo-tty-"));
+  demoRoots.push(cwd);
+  const io = { env, cwd, stdin: new PassThrough(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: true };
+  const code = await runCli(["run", "--chapter", "3", "--demo"], io, "ch03");
+  announcedWorkspace(stderr.text);
+  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, "") };
+}
 
 function demo(args: readonly string[]) {
   return spawnSync(process.execPath, ["--import", tsx, entry, "--demo", ...args], {
@@ -69,7 +96,7 @@ function demo(args: readonly string[]) {
 }
 
 describe("the chapter 3 demo without a terminal", () => {
-  it("replays the book's calls A, B and C: the glob allowed, the inside write denied for want of a TTY, the outside write hard-denied without a question", () => {
+  it("replays the book's calls A, B and C, each narrated: the glob allowed, the inside write denied for want of a TTY, the outside write hard-denied without a question; the temp folder named last", () => {
     const run = demo([]);
     const workspace = announcedWorkspace(run.stderr);
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
@@ -77,19 +104,25 @@ describe("the chapter 3 demo without a terminal", () => {
     expect(run.stderr).toBe(
       [
         `演示工作区: ${workspace}`,
+        SAY_A,
         CALL_A,
         GLOB_ALLOWED,
         "  ✓ ok",
+        SAY_B,
         CALL_B,
         NO_TTY,
         WRITE_NO_TTY,
         "  ✗ denied",
+        SAY_C,
         CALL_C,
         HARD_DENY,
         "  ✗ denied",
+        rootLine(dirname(workspace)),
         "",
       ].join("\n"),
     );
+    // Not a terminal: not one escape sequence, so a pipe or a file gets plain text.
+    expect(run.stderr).not.toContain("\u001b");
     expect(finalText.startsWith("演示结束。")).toBe(true);
     expect(run.stdout).toBe(`${finalText}\n`);
     // Nothing was written: not chapter3-note.txt (refused), not ../outside.txt beside the workspace (the hard deny).
@@ -148,12 +181,105 @@ describe("the chapter 3 demo without a terminal", () => {
     ]);
   });
 
-  it("with --quiet prints only the answer on stdout and no progress lines, but keeps the audit", () => {
+  it("with --quiet prints only the answer on stdout and no progress or narration lines, but keeps the audit and names the temp folder last", () => {
     const run = demo(["--quiet"]);
     const workspace = announcedWorkspace(run.stderr);
     expect(run.status).toBe(0);
     expect(run.stdout).toBe(`${finalText}\n`);
-    expect(run.stderr).toBe([`演示工作区: ${workspace}`, GLOB_ALLOWED, NO_TTY, WRITE_NO_TTY, HARD_DENY, ""].join("\n"));
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        GLOB_ALLOWED,
+        NO_TTY,
+        WRITE_NO_TTY,
+        HARD_DENY,
+        rootLine(dirname(workspace)),
+        "",
+      ].join("\n"),
+    );
+  });
+});
+
+describe("the chapter 3 demo's narration", () => {
+  it("on a terminal is dimmed (ANSI 2); the [Permission] lines, their order and the answer on stdout are unchanged", async () => {
+    const run = await demoOnTerminal({});
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const denied = "  \u001b[33m✗ denied\u001b[0m";
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        `\u001b[2m${SAY_A}\u001b[0m`,
+        CALL_A,
+        GLOB_ALLOWED,
+        "  \u001b[32m✓ ok\u001b[0m",
+        `\u001b[2m${SAY_B}\u001b[0m`,
+        CALL_B,
+        NO_TTY,
+        WRITE_NO_TTY,
+        denied,
+        `\u001b[2m${SAY_C}\u001b[0m`,
+        CALL_C,
+        HARD_DENY,
+        denied,
+        rootLine(dirname(workspace)),
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("on a terminal with NO_COLOR is plain text", async () => {
+    const run = await demoOnTerminal({ NO_COLOR: "1" });
+    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe(
+      [
+        `演示工作区: ${workspace}`,
+        SAY_A,
+        CALL_A,
+        GLOB_ALLOWED,
+        "  ✓ ok",
+        SAY_B,
+        CALL_B,
+        NO_TTY,
+        WRITE_NO_TTY,
+        "  ✗ denied",
+        SAY_C,
+        CALL_C,
+        HARD_DENY,
+        "  ✗ denied",
+        rootLine(dirname(workspace)),
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("narrated(model, say) says the text of each turn that asks for tools before handing the turn on, and never the closing answer", async () => {
+    const turns = [
+      assistantMessage("step one", [toolCall("call_1", "shell", "{}")]),
+      assistantMessage(null, [toolCall("call_2", "shell", "{}")]),
+      assistantMessage("  ", [toolCall("call_3", "shell", "{}")]),
+      assistantMessage("the answer", []),
+    ];
+    let next = 0;
+    const model: ModelClient = {
+      complete: () => Promise.resolve({ message: turns[next++] as AssistantMessage, finishReason: "stop" }),
+    };
+    const events: string[] = [];
+    const narrating = narrated(model, (text) => events.push(`said ${text}`));
+    for (const turn of turns) {
+      const reply = await narrating.complete({ messages: [], tools: [] });
+      expect(reply.message).toBe(turn);
+      events.push(`returned ${String(reply.message.content)}`);
+    }
+    expect(events).toEqual([
+      "said step one",
+      "returned step one",
+      "returned null",
+      "returned   ",
+      "returned the answer",
+    ]);
   });
 });
 
@@ -176,6 +302,8 @@ describe("prepareDemo(chapter) in this snapshot", () => {
       file.messages.map((message) => [message.role, message.content]),
     );
     expect(readdirSync(setup.workspace).sort()).toEqual(contents);
+    expect(setup.root).toBe(dirname(setup.workspace));
+    expect(readdirSync(setup.root)).toEqual(["workspace"]);
   });
 
   it("only chapter 3's workspace holds a copy of this snapshot's src/ under chapters/ch03/src/, for call A's glob", async () => {

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, promises, renameSync } from "node:fs";
 import {
   mkdir,
   mkdtemp,
@@ -13,6 +13,7 @@ import {
   writeFile,
   type FileHandle,
 } from "node:fs/promises";
+import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -32,7 +33,14 @@ import {
   TextNotFoundError,
   WorkspacePathError,
 } from "../src/core/filesystem.js";
-import { MAX_PATH_BYTES, MAX_SEGMENT_BYTES, shownPath, workspaceSegments } from "../src/core/safe-path.js";
+import {
+  MAX_PATH_BYTES,
+  MAX_SEGMENT_BYTES,
+  resolveInWorkspace,
+  shownPath,
+  workspaceSegments,
+  type PathProbe,
+} from "../src/core/safe-path.js";
 
 // Folder links are made as junctions: Windows allows them without privileges, POSIX ignores the type.
 // Links to files and FIFOs need POSIX.
@@ -130,6 +138,9 @@ const lexical: [string, Outcome][] = [
   ["com10", { inside: "com10" }],
   ["nul_file.txt", { inside: "nul_file.txt" }],
   ["auxiliary/x", { inside: "auxiliary/x" }],
+  ["falcon.txt", { inside: "falcon.txt" }], // a device name only counts at the start of a name
+  ["notes.aux", { inside: "notes.aux" }],
+  ["comx.txt", { inside: "comx.txt" }],
   ["x".repeat(255), { inside: "x".repeat(255) }],
   ["中".repeat(85), { inside: "中".repeat(85) }], // 255 bytes: names are measured in UTF-8 bytes
   [`${"🙂".repeat(63)}abc`, { inside: `${"🙂".repeat(63)}abc` }], // 255 bytes, 129 UTF-16 units
@@ -252,6 +263,56 @@ describe("names and paths are measured in UTF-8 bytes, as the disk counts them, 
     await expect(files.editFile(ws, name, "x", "y")).rejects.toThrow(escape);
     await expect(files.readFile(ws, name)).rejects.toThrow(escape);
     expect(await readdir(ws)).toEqual(before);
+  });
+
+  it("an ASCII path of exactly MAX_PATH_BYTES characters passes the text check; one more does not", () => {
+    const longest = `${"a/".repeat(2047)}a`;
+    expect(longest.length).toBe(MAX_PATH_BYTES);
+    expect(workspaceSegments(longest)).toHaveLength(2048);
+    expect(() => workspaceSegments(`${longest}a`)).toThrow(WorkspacePathError);
+  });
+
+  // Node's own count is the oracle: a name is taken exactly when Buffer.byteLength says it fits in 255 bytes.
+  // Each unit is repeated up to the limit and one past it; lone surrogates count as U+FFFD (3 bytes), as written.
+  it.each<[string, string]>([
+    ["U+00A0, the first two-byte character that is no control", "\u00a0"],
+    ["U+07FF, the last two-byte character", "\u07ff"],
+    ["U+0800, the first three-byte character", "\u0800"],
+    ["U+10000, the first pair (high surrogate D800)", "\u{10000}"],
+    ["U+10FFFF, the last pair (high surrogate DBFF)", "\u{10ffff}"],
+    ["a lone low surrogate after a letter", "a\udc00"],
+    ["two lone low surrogates", "\udc00\udc00"],
+    ["a lone low surrogate after U+E000", "\ue000\udc00"],
+    ["a lone high surrogate before a CJK character", "\ud800中"],
+    ["a lone high surrogate before a two-byte character", "\udbffé"],
+  ])("measures %s as Node writes it to the disk", (_name, unit) => {
+    const bytes = Buffer.byteLength(unit, "utf8");
+    const fits = unit.repeat(Math.floor(MAX_SEGMENT_BYTES / bytes));
+    const over = unit.repeat(Math.floor(MAX_SEGMENT_BYTES / bytes) + 1);
+    expect(Buffer.byteLength(fits, "utf8")).toBeLessThanOrEqual(MAX_SEGMENT_BYTES);
+    expect(Buffer.byteLength(over, "utf8")).toBeGreaterThan(MAX_SEGMENT_BYTES);
+    expect(workspaceSegments(fits)).toEqual([fits]);
+    expect(() => workspaceSegments(over)).toThrow(new WorkspacePathError(`Path escapes workspace: ${shownPath(over)}`));
+  });
+
+  it("measures the workspace's own path in bytes too, whatever characters its name holds", () => {
+    // A fake disk where only the workspace exists: every path below it is still to be made.
+    for (const name of ["\u0080", "\u07ff", "\u0800", "\u{10000}"]) {
+      const ws = `/${name.repeat(40)}`;
+      const probe: PathProbe = {
+        separator: "/",
+        realpath: (path) => {
+          if (path === ws) return ws;
+          throw new Error(`ENOENT: ${path}`);
+        },
+        exists: () => false,
+      };
+      const rest = MAX_PATH_BYTES - Buffer.byteLength(ws, "utf8") - 1;
+      const fits = `${"a/".repeat(Math.floor((rest - 1) / 2))}${"b".repeat(rest - 2 * Math.floor((rest - 1) / 2))}`;
+      expect(Buffer.byteLength(`${ws}/${fits}`, "utf8")).toBe(MAX_PATH_BYTES);
+      expect(resolveInWorkspace(ws, fits, probe)).toBe(`${ws}/${fits}`);
+      expect(() => resolveInWorkspace(ws, `${fits}c`, probe)).toThrow(WorkspacePathError);
+    }
   });
 
   it("a name too long for this system's open (ENAMETOOLONG) is path_escape too, never an errno", () => {
@@ -447,6 +508,75 @@ describe("NodeWorkspaceFileSystem: the port on the real disk, the workspace firs
     },
   );
 
+  it.skipIf(!posix)(
+    "a file that grew from just under MAX_FILE_BYTES to past it after its size was read is refused, not cut at the cap",
+    async () => {
+      await writeFile(join(two, "edge-grown.log"), "");
+      await truncate(join(two, "edge-grown.log"), MAX_FILE_BYTES + 5);
+      const probe = await open(join(two, "edge-grown.log"), "r");
+      const prototype = Object.getPrototypeOf(probe) as FileHandle;
+      await probe.close();
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with each handle as `this`
+      const stat = prototype.stat;
+      // The size said one byte under the cap; by the time it is read the file is five bytes over it.
+      vi.spyOn(prototype, "stat").mockImplementation(async function (this: FileHandle) {
+        return Object.assign(await stat.call(this), { size: MAX_FILE_BYTES - 1 });
+      });
+      try {
+        await expect(files.readFile(two, "edge-grown.log")).rejects.toThrow(
+          new FileSystemOperationError("the file grew past 10485760 bytes while it was read"),
+        );
+      } finally {
+        vi.restoreAllMocks();
+        await rm(join(two, "edge-grown.log"));
+      }
+    },
+  );
+
+  it.skipIf(!posix)(
+    "reads a file into a buffer of its size and one byte more, and never more than one byte past the cap",
+    async () => {
+      await writeFile(join(two, "small.txt"), "small\n");
+      await writeFile(join(two, "grown.log"), "");
+      await truncate(join(two, "grown.log"), 8 * 1024 ** 2 * 3);
+      const probe = await open(join(two, "small.txt"), "r");
+      const prototype = Object.getPrototypeOf(probe) as FileHandle;
+      await probe.close();
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with each handle as `this`
+      const read = prototype.read;
+      const buffers: number[] = [];
+      let got = 0;
+      vi.spyOn(prototype, "read").mockImplementation(async function (this: FileHandle, ...args: unknown[]) {
+        buffers.push((args[0] as Buffer).length);
+        const result = await (read as (...all: unknown[]) => Promise<{ bytesRead: number }>).apply(this, args);
+        got += result.bytesRead;
+        return result;
+      } as FileHandle["read"]);
+      try {
+        expect(await files.readFile(two, "small.txt")).toBe("small\n");
+        expect(buffers).toEqual([7, 7]);
+        // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with each handle as `this`
+        const stat = prototype.stat;
+        // A 24 MiB file whose size said 0, or 6 MiB, when it was opened: read up to one byte past the cap, then refused.
+        for (const said of [0, 6 * 1024 ** 2]) {
+          vi.spyOn(prototype, "stat").mockImplementation(async function (this: FileHandle) {
+            return Object.assign(await stat.call(this), { size: said });
+          });
+          buffers.length = 0;
+          got = 0;
+          await expect(files.readFile(two, "grown.log")).rejects.toThrow(
+            new FileSystemOperationError("the file grew past 10485760 bytes while it was read"),
+          );
+          expect([said, got, Math.max(...buffers)]).toEqual([said, MAX_FILE_BYTES + 1, MAX_FILE_BYTES + 1]);
+        }
+      } finally {
+        vi.restoreAllMocks();
+        await rm(join(two, "small.txt"));
+        await rm(join(two, "grown.log"));
+      }
+    },
+  );
+
   it("turns the platform's errors into the domain's: never an errno", async () => {
     await expect(files.readFile(one, "nope.txt")).rejects.toThrow(new FileNotFoundError("File not found: nope.txt"));
     await expect(files.readFile(one, "c.md/x")).rejects.toThrow(new FileNotFoundError("File not found: c.md/x"));
@@ -499,6 +629,17 @@ describe("shownPath: how a refused path is quoted back", () => {
   it("keeps a path of up to 200 characters whole and cuts a longer one at 200 with …", () => {
     expect(shownPath("a".repeat(200))).toBe("a".repeat(200));
     expect(shownPath("a".repeat(201))).toBe(`${"a".repeat(200)}…`);
+  });
+
+  it.each<[string, string, string]>([
+    ["a pair that starts at character 200", `${"a".repeat(199)}🙂${"b".repeat(10)}`, `${"a".repeat(199)}…`],
+    ["a pair whose high surrogate is D800", `${"a".repeat(199)}\u{10000}b`, `${"a".repeat(199)}…`],
+    ["a pair whose high surrogate is DBFF", `${"a".repeat(199)}\u{10ffff}b`, `${"a".repeat(199)}…`],
+    ["no pair but a character above the surrogates", `${"a".repeat(199)}！！`, `${"a".repeat(199)}！…`],
+    ["a pair just after the cut", `${"a".repeat(200)}🙂`, `${"a".repeat(200)}…`],
+    ["a pair two characters after the cut", `${"a".repeat(201)}🙂`, `${"a".repeat(200)}…`],
+  ])("cuts at 200 characters, or at 199 before a pair it would split: %s", (_name, text, shown) => {
+    expect(shownPath(text)).toBe(shown);
   });
 
   it("never cuts a surrogate pair in half, so the message stays well-formed", () => {
@@ -591,6 +732,46 @@ describe("globFiles' boundaries", () => {
       new FileSystemOperationError("the pattern is longer than 1000 characters"),
     );
     expect(await files.globFiles(gws, `${"x".repeat(996)}.txt`)).toEqual([]);
+  });
+
+  /** Runs `meanwhile` once, as the walk reads its first folder, then lets the read go on (or fail with `failure`). */
+  function whileReading(meanwhile: () => void, failure?: Error): void {
+    const original = promises.readdir;
+    let pending = true;
+    vi.spyOn(promises, "readdir").mockImplementation((...args: Parameters<typeof promises.readdir>) => {
+      if (pending) {
+        pending = false;
+        meanwhile();
+        if (failure !== undefined) return Promise.reject(failure);
+      }
+      return original(...args);
+    });
+    syncBuiltinESMExports();
+  }
+
+  it("a folder that moves out of the workspace while the walk reads it is path_escape for the pattern", async () => {
+    whileReading(() => renameSync(join(gws, "sub"), join(gRoot, "outside", "moved")));
+    try {
+      await expect(files.globFiles(gws, "sub/*.txt")).rejects.toThrow(
+        new WorkspacePathError("Path escapes workspace: sub/*.txt"),
+      );
+    } finally {
+      vi.restoreAllMocks();
+      syncBuiltinESMExports();
+      renameSync(join(gRoot, "outside", "moved"), join(gws, "sub"));
+    }
+    expect(await files.globFiles(gws, "sub/*.txt")).toEqual(["sub/in.txt"]);
+  });
+
+  it("a folder that cannot be read for another reason is that error, no path_escape", async () => {
+    const eio = Object.assign(new Error("EIO: i/o error, scandir"), { code: "EIO" });
+    whileReading(() => undefined, eio);
+    try {
+      await expect(files.globFiles(gws, "sub/*.txt")).rejects.toBe(eio);
+    } finally {
+      vi.restoreAllMocks();
+      syncBuiltinESMExports();
+    }
   });
 
   it("stops one past MAX_GLOB_RESULTS, so the tool can say more exist without holding them all", async () => {

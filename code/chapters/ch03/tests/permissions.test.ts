@@ -104,12 +104,24 @@ describe("PermissionDecision", () => {
     ["a boolean behaviour", true, "r", "s", "unknown permission behavior: true"],
     ["an empty reason", "deny", "", "s", "a decision needs a reason"],
     ["a blank reason", "deny", "   ", "s", "a decision needs a reason"],
+    ["a reason that is no string", "deny", 42, "s", "a decision needs a reason"],
     ["an empty source", "deny", "r", "", "a decision needs a source"],
+    ["a blank source", "deny", "r", " \t ", "a decision needs a source"],
     ["a missing source", "deny", "r", undefined, "a decision needs a source"],
   ])("rejects %s with PermissionContractError", (_name, behavior, reason, source, message) => {
     const make = () => new PermissionDecision(behavior as PermissionBehavior, reason as string, source as string);
     expect(make).toThrow(PermissionContractError);
     expect(make).toThrow(message);
+  });
+
+  it("a contract error is an Error named PermissionContractError, so a log says which contract broke", () => {
+    const error = new PermissionContractError("why");
+    expect(error).toBeInstanceOf(Error);
+    expect([error.name, error.message, String(error)]).toEqual([
+      "PermissionContractError",
+      "why",
+      "PermissionContractError: why",
+    ]);
   });
 
   it.each<[PermissionBehavior, boolean]>([
@@ -154,6 +166,38 @@ describe("PermissionRequest and PermissionRule", () => {
     ["a definition without arguments", { call: call("c1", "x", {}), definition: { name: "x", effect: "read" } }],
   ])("a request from %s is a contract error", (_name, bad) => {
     expect(() => new PermissionRequest({ prepared: bad as ValidToolCall, context })).toThrow(
+      new PermissionContractError("permission request requires a valid prepared tool call"),
+    );
+  });
+
+  // Each part of a prepared call checked on its own: the rest is a real prepared call, so only this part is wrong.
+  it.each<[string, (valid: ValidToolCall) => unknown]>([
+    ["an error beside every valid part", (valid) => ({ ...valid, error: toolError("unknown_tool", "Unknown tool") })],
+    ["a call that is null", (valid) => ({ ...valid, call: null })],
+    ["a call that is a string", (valid) => ({ ...valid, call: "c1" })],
+    ["a definition that is null", (valid) => ({ ...valid, definition: null })],
+    [
+      "a definition that is a function, even one with a name and an effect",
+      (valid) => ({ ...valid, definition: Object.assign(function read_file() {}, { effect: "read" }) }),
+    ],
+    [
+      "a definition whose name is not a string",
+      (valid) => ({ ...valid, definition: { ...valid.definition, name: 1 } }),
+    ],
+    [
+      "a definition without an effect",
+      (valid) => ({ ...valid, definition: { ...valid.definition, effect: undefined } }),
+    ],
+    ["arguments that are null", (valid) => ({ ...valid, arguments: null })],
+    ["arguments that are a string", (valid) => ({ ...valid, arguments: "{}" })],
+    [
+      "a function carrying every part",
+      (valid) => Object.defineProperties(() => undefined, Object.getOwnPropertyDescriptors(valid)),
+    ],
+  ])("a prepared call with %s is a contract error", (_name, spoil) => {
+    const valid = prepared("read");
+    expect(new PermissionRequest({ prepared: valid, context }).toolName).toBe("read_file");
+    expect(() => new PermissionRequest({ prepared: spoil(valid) as ValidToolCall, context })).toThrow(
       new PermissionContractError("permission request requires a valid prepared tool call"),
     );
   });
@@ -210,7 +254,7 @@ describe("PermissionRequest and PermissionRule", () => {
           context,
           recommendations: [{ behavior: "allow", reason: "r", source: "s" } as unknown as PermissionDecision],
         }),
-    ).toThrow(PermissionContractError);
+    ).toThrow(new PermissionContractError("recommendations must be PermissionDecision values"));
   });
 
   it("a matching rule yields its decision with the rule's name as source; otherwise no opinion", () => {
@@ -407,7 +451,9 @@ describe("PermissionPolicy.decide", () => {
 
   it("decide rejects anything but a PermissionRequest", async () => {
     const forged = { prepared: prepared("read"), context, recommendations: [] } as unknown as PermissionRequest;
-    await expect(new PermissionPolicy().decide(forged)).rejects.toThrow(PermissionContractError);
+    await expect(new PermissionPolicy().decide(forged)).rejects.toThrow(
+      new PermissionContractError("permission request requires a valid prepared tool call"),
+    );
   });
 
   it("approval grants one call only: the next identical call is asked again", async () => {

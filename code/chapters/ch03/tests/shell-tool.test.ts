@@ -180,6 +180,16 @@ describe.skipIf(powershell === undefined)("the shell tool over real PowerShell",
     expect(result.output).not.toContain("\u001b");
   });
 
+  it("an error reaches the model as the text PowerShell prints, not as CLIXML with escaped colour codes", async () => {
+    const result = await runner.run("Get-Content missing.txt", workspace);
+    expect(result.exitCode).toBe(1);
+    expect(result.output).not.toContain("CLIXML");
+    expect(result.output).not.toContain("_x001B_");
+    expect(result.output).not.toContain("\u001b");
+    expect(result.output).toMatch(/^Get-Content: /);
+    expect(result.output).toContain("because it does not exist.");
+  });
+
   it("reads and writes UTF-8: non-ASCII text, quotes, dollars and backticks pass through untouched", async () => {
     const result = await runner.run("$v = '中文 é ✓ 😀 \"b\" $c `d ; rm -rf /'\nWrite-Output $v", workspace);
     expect(result.output).toBe('中文 é ✓ 😀 "b" $c `d ; rm -rf /');

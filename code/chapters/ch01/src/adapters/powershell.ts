@@ -11,7 +11,9 @@ export const OUTPUT_CAP_CHARS = 50_000;
 /** How long to wait for the pipes to close once PowerShell itself has exited. */
 const DRAIN_GRACE_MS = 1_000;
 
-const PWSH_FLAGS = ["-NoLogo", "-NoProfile", "-NonInteractive", "-EncodedCommand"];
+// -OutputFormat Text: with its output redirected pwsh would otherwise send the error stream as CLIXML, the
+// colour codes escaped as `_x001B_`, which no model should have to read.
+const PWSH_FLAGS = ["-NoLogo", "-NoProfile", "-NonInteractive", "-OutputFormat", "Text", "-EncodedCommand"];
 
 // UTF-8 both ways, no progress records and no ANSI colours in formatted output (PowerShell 7.2+ colours table
 // headers and errors depending on the host), so the model reads the same plain text on every platform.

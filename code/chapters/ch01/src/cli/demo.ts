@@ -1,10 +1,13 @@
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ModelClient } from "../core/model.js";
 import type { Transcript } from "./transcript.js";
 import { readTranscript } from "./transcript.js";
 
 export interface DemoSetup {
+  /** The new temporary folder around the workspace: what the reader may delete afterwards. */
+  readonly root: string;
   readonly workspace: string;
   readonly prompt: string;
   readonly transcript: Transcript;
@@ -28,5 +31,20 @@ export async function prepareDemo(chapter: number): Promise<DemoSetup> {
   const name = `ch${String(chapter).padStart(2, "0")}.json`;
   const transcript = await readTranscript(new URL(`../../demo/${name}`, import.meta.url));
   const first = transcript.messages.find((message) => message.role === "user");
-  return { workspace, prompt: first?.content ?? "", transcript };
+  return { root, workspace, prompt: first?.content ?? "", transcript };
+}
+
+/**
+ * The walkthrough's model, narrating: the text of each scripted turn that asks for tools is passed to `say`
+ * as the turn is replayed, before its calls run. The closing turn's text is the answer, not narration.
+ */
+export function narrated(model: ModelClient, say: (text: string) => void): ModelClient {
+  return {
+    async complete(request) {
+      const reply = await model.complete(request);
+      const { content, toolCalls } = reply.message;
+      if (toolCalls.length > 0 && content !== null && content.trim() !== "") say(content);
+      return reply;
+    },
+  };
 }
