@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import {
+import fs, {
   constants,
   existsSync,
   mkdirSync,
@@ -479,6 +479,18 @@ describe("where there is no /proc (macOS, Windows), the path must still lead to 
   it("a file removed after the open is path_escape", async () => {
     const { ws } = makePlaces();
     withoutProc(() => unlinkSync(join(ws, "plain.txt")));
+    await expect(files.readFile(ws, "plain.txt")).rejects.toThrow(escapes("plain.txt"));
+  });
+
+  it("a file at its path with the same inode number on another device is another file: path_escape", async () => {
+    const { ws } = makePlaces();
+    withoutProc();
+    const { statSync } = fs;
+    vi.spyOn(fs, "statSync").mockImplementation(((path: string, options?: fs.StatSyncOptions) => {
+      const stats = statSync(path, options) as fs.Stats;
+      return path === join(ws, "plain.txt") ? Object.assign(stats, { dev: stats.dev + 1 }) : stats;
+    }) as typeof fs.statSync);
+    syncBuiltinESMExports();
     await expect(files.readFile(ws, "plain.txt")).rejects.toThrow(escapes("plain.txt"));
   });
 });

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, promises, renameSync } from "node:fs";
+import fs, { existsSync, promises, renameSync } from "node:fs";
 import {
   mkdir,
   mkdtemp,
@@ -605,6 +605,27 @@ describe("NodeWorkspaceFileSystem: the port on the real disk, the workspace firs
     );
     expect((await readdir(fsRoot)).sort()).toEqual(["one", "two"]);
     await rm(join(two, "out"), { recursive: true });
+  });
+
+  it("a folder the system refuses to make is filesystem_error; a file where a folder is meant is invalid_path", async () => {
+    const refused = vi.spyOn(fs, "mkdirSync").mockImplementation(() => {
+      throw Object.assign(new Error("EACCES: permission denied, mkdir"), { code: "EACCES" });
+    });
+    syncBuiltinESMExports();
+    try {
+      await expect(files.writeFile(two, "locked/new.txt", "x")).rejects.toThrow(
+        new FileSystemOperationError("the operating system refused access"),
+      );
+    } finally {
+      refused.mockRestore();
+      syncBuiltinESMExports();
+    }
+    expect(existsSync(join(two, "locked"))).toBe(false);
+    await writeFile(join(two, "plain.txt"), "");
+    await expect(files.writeFile(two, "plain.txt/new.txt", "x")).rejects.toThrow(
+      new InvalidFilePathError("A parent of the path is not a directory: plain.txt/new.txt"),
+    );
+    await rm(join(two, "plain.txt"));
   });
 
   it("editFile resolves to nothing, replaces the first occurrence, and without one throws and writes nothing", async () => {

@@ -404,6 +404,32 @@ describe.skipIf(!linux)("through descriptors only", () => {
     viaDescriptors.removeMade(top, "made", made);
     expect(lstatSync(join(ws, "made")).isFile()).toBe(true);
   });
+
+  it("an entry the kernel answers ELOOP for is a link", () => {
+    const { ws } = makePlaces();
+    const top = openWs(viaDescriptors, ws);
+    vi.spyOn(fs, "openSync").mockImplementation(() => {
+      throw Object.assign(new Error("ELOOP: too many symbolic links encountered"), { code: "ELOOP" });
+    });
+    syncBuiltinESMExports();
+    expect(viaDescriptors.openSubfolder(top, "sub")).toBe("link");
+  });
+
+  it("a workspace that fails to open for another reason, even one with no code, throws that very error", () => {
+    const { ws } = makePlaces();
+    for (const failure of [
+      Object.assign(new Error("EACCES: permission denied"), { code: "EACCES" }),
+      new Error("no code at all"),
+    ]) {
+      vi.spyOn(fs, "openSync").mockImplementation(() => {
+        throw failure;
+      });
+      syncBuiltinESMExports();
+      expect(() => viaDescriptors.openWorkspace(ws)).toThrow(failure);
+      vi.restoreAllMocks();
+      syncBuiltinESMExports();
+    }
+  });
 });
 
 describe("by name only", () => {
@@ -575,6 +601,44 @@ describe.each<[string, FolderAccess, boolean]>([
       new Error(`${join(ws, "file.txt")} is not a plain folder`),
     );
     expect(readdirSync(outside)).toEqual(["secret"]);
+  });
+});
+
+/** `lstat` (or `stat`) answers for `path` as for a folder with the same inode number on another file system. */
+function onAnotherDevice(method: "lstatSync" | "statSync", path: string): void {
+  const original = fs[method];
+  vi.spyOn(fs, method).mockImplementation(((asked: string, options?: fs.StatSyncOptions) => {
+    const stats = original(asked, options) as fs.BigIntStats;
+    return asked === path ? Object.assign(stats, { dev: stats.dev + 1n }) : stats;
+  }) as unknown as typeof fs.lstatSync);
+  syncBuiltinESMExports();
+}
+
+// Inode numbers are unique only within one file system: a mount can bring another folder with the same number.
+describe("a folder on another device with the same inode number is another folder", () => {
+  it.skipIf(!linux)("through descriptors, a folder it made is not removed when its name now leads there", () => {
+    const { ws } = makePlaces();
+    const top = openWs(viaDescriptors, ws);
+    viaDescriptors.makeSubfolder(top, "made");
+    const made = sub(viaDescriptors, top, "made");
+    onAnotherDevice("lstatSync", `/proc/self/fd/${String(top.fd)}/made`);
+    viaDescriptors.removeMade(top, "made", made);
+    expect(lstatSync(join(ws, "made")).isDirectory()).toBe(true);
+  });
+
+  it("by name, a folder whose real path leads there is not inside", () => {
+    const { ws } = makePlaces();
+    const top = openWs(byName, ws);
+    onAnotherDevice("statSync", join(ws, "sub"));
+    expect(byName.openSubfolder(top, "sub")).toMatchObject({ path: join(ws, "sub"), inside: false });
+  });
+
+  it("by name, a folder whose name now leads there has moved", () => {
+    const { ws } = makePlaces();
+    const top = openWs(byName, ws);
+    const found = sub(byName, top, "sub");
+    onAnotherDevice("lstatSync", join(ws, "sub"));
+    expect(() => byName.confirm(found)).toThrow(moved(join(ws, "sub")));
   });
 });
 

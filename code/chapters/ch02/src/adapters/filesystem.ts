@@ -23,7 +23,7 @@ export const MAX_GLOB_PATTERN_CHARS = 1_000;
 export const MAX_GLOB_RESULTS = GLOB_RESULT_LIMIT;
 
 const nodeProbe: PathProbe = {
-  separator: sep === "\\" ? "\\" : "/",
+  separator: sep,
   realpath: (path) => realpathSync.native(path),
   exists(path) {
     try {
@@ -159,9 +159,10 @@ export class NodeWorkspaceFileSystem implements WorkspaceFileSystem {
       // Level by level, refusing links: a folder swapped for a link since the check cannot take the new folders out.
       makeRealFolders(root, dirname(target));
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code !== undefined && code !== "EEXIST" && code !== "ENOTDIR") throw platformError(error, relativePath);
-      // A link where a folder was checked means the path now leads elsewhere: resolving again says where.
+      // A level that is a file throws with no code (real-folders.ts); a level that is a link now, vanished or is
+      // outside throws FolderMovedError (ELOOP, path_escape); any other code is the system's own failure.
+      if ((error as NodeJS.ErrnoException).code !== undefined) throw platformError(error, relativePath);
+      // A file where a folder was checked may mean the path leads elsewhere now: resolving again says where.
       await safePath(root, relativePath);
       throw new InvalidFilePathError(`A parent of the path is not a directory: ${shownPath(relativePath)}`);
     }
