@@ -13,6 +13,12 @@ const MB = 1024 * 1024;
 const GB = 1024 * MB;
 /** Peak RSS the agent may add on top of an idle process doing the same imports. */
 const BUDGET = 64 * MB;
+/**
+ * The same for a command whose output streams through: V8 collects the pipe's chunk buffers only after about
+ * 64 MiB of them have piled up, so a gigabyte passing through peaks near BUDGET whatever the agent keeps (on a
+ * loaded machine just past it). Holding the output would still cost the whole gigabyte.
+ */
+const STREAMING_BUDGET = 128 * MB;
 
 const probe = fileURLToPath(new URL("./support/rss-probe.ts", import.meta.url));
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -111,7 +117,7 @@ describe("bounded resources", () => {
       });
       // The rest of the output is dropped as it arrives: nothing is written to the workspace.
       expect(readdirSync(folder)).toEqual([]);
-      expect(run.maxRssBytes - baseline).toBeLessThan(BUDGET);
+      expect(run.maxRssBytes - baseline).toBeLessThan(STREAMING_BUDGET);
     },
     180_000,
   );
