@@ -7,6 +7,9 @@
 //     URL and an `owner/repo#123` reference (npm/cli#4903) may stand, they point at someone else's tracker;
 //   - a command that pipes or redirects the output of `npm run` (`|`, `>`, `2>`, `Out-File`, `Tee-Object`) runs
 //     it as `npm run -s`, or npm's `> agent-tutorial@… script` banner ends up in the output.
+//   - Chinese prose takes full-width punctuation: no `,` `;` `:` `?` `!` right after a Chinese character, and no
+//     half-width brackets or "…" around Chinese words. Code and program output stay as they are: inline code and
+//     code blocks are not checked.
 
 /** One line of a Markdown file, and the fenced code block it is in, if any (its language, "" for none). */
 interface DocLine {
@@ -193,6 +196,28 @@ function pipeProblems(name: string, lines: readonly DocLine[]): string[] {
   return problems;
 }
 
+// --- full-width punctuation in Chinese prose --------------------------------------------------------------
+
+const HALF_WIDTH: readonly (readonly [RegExp, string])[] = [
+  [/\p{Script=Han}[,;:?!](?=\s|$)/gu, "，；：？！"],
+  [/\([^()]*\p{Script=Han}[^()]*\)/gu, "（）"],
+  [/"[^"]*\p{Script=Han}[^"]*"/gu, "“”"],
+];
+// A link's target is an address, not prose: `[文本](../a.ts) 里` is no bracket against a Chinese character.
+const LINK_TARGET = /\]\([^)\s]*\)/g;
+
+function punctuationProblems(name: string, lines: readonly DocLine[]): string[] {
+  return lines.flatMap((line) => {
+    if (line.fence !== undefined) return [];
+    const prose = line.text.replace(INLINE_CODE, "`…`").replace(LINK_TARGET, "]");
+    return HALF_WIDTH.flatMap(([mark, fullWidth]) =>
+      [...prose.matchAll(mark)].map(
+        (match) => `${name}:${line.number}: half-width punctuation in Chinese prose ("${match[0]}"); write ${fullWidth}`,
+      ),
+    );
+  });
+}
+
 /** Every way `doc` (named `name` in the messages) breaks the writing rules; empty when it keeps them all. */
 export function docProblems(name: string, doc: string, scripts: ReadonlySet<string>): string[] {
   const lines = docLines(doc);
@@ -201,5 +226,6 @@ export function docProblems(name: string, doc: string, scripts: ReadonlySet<stri
     ...scriptProblems(name, lines, scripts),
     ...trackerProblems(name, lines),
     ...pipeProblems(name, lines),
+    ...punctuationProblems(name, lines),
   ];
 }

@@ -50,7 +50,7 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
 
   it("accepts a doc that names functions, runs root scripts, cites only other trackers and silences piped npm runs", () => {
     const doc = [
-      "`isInsideWorkspace` 在 `src/core/safe-path.ts` 里; 固定入口是 `npm run chNN`。",
+      "`isInsideWorkspace` 在 `src/core/safe-path.ts` 里；固定入口是 `npm run chNN`。",
       "见 [npm/cli#4903](https://github.com/npm/cli/issues/4903) 和 https://github.com/npm/cli/issues/4903。",
       "`npm run -s ch01 -- --demo -q | Set-Content answer.txt`, `npm run test:ch03`, `npm -w code/chapters/ch03 run build`",
       fence(
@@ -78,7 +78,7 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
       "`isInsideWorkspace` (L48–L56) 和 (L7-L9)",
       "见 `src/core/loop.ts:48` 与 `loop.ts:10-12`",
       "见 [loop.ts](../code/chapters/ch03/src/core/loop.ts#L48)",
-      "在 `loop.ts` 的第 48 行, 或 lines 3–5",
+      "在 `loop.ts` 的第 48 行，或 lines 3–5",
       fence("ts", "const L1 = 1; // a code block is not checked"),
     ].join("\n");
     const advice = "name the function, type or test instead";
@@ -92,7 +92,7 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
 
   it("refuses an npm run <name> that the root package.json does not have, in prose, inline code and blocks", () => {
     const doc = [
-      "先 `npm run test:ch09`, 再 npm run gate。",
+      "先 `npm run test:ch09`，再 npm run gate。",
       fence("powershell", "npm run -s demo", "npm run ch01"),
     ].join("\n");
     expect(docProblems("doc.md", doc, scripts)).toEqual([
@@ -104,9 +104,9 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
 
   it("refuses SPEC, § sections and the word issue, but not a GitHub URL or an owner/repo#N reference", () => {
     const doc = [
-      "这在 SPEC §10 里规定, 见 SPEC.md。",
-      "本 issue 修好了; 这些 Issues 也是。",
-      "npm 的已知问题 npm/cli#4903 (https://github.com/npm/cli/issues/4903)。",
+      "这在 SPEC §10 里规定，见 SPEC.md。",
+      "本 issue 修好了；这些 Issues 也是。",
+      "npm 的已知问题 npm/cli#4903（https://github.com/npm/cli/issues/4903）。",
     ].join("\n");
     const advice = "say what the reader needs instead";
     expect(docProblems("doc.md", doc, scripts)).toEqual([
@@ -135,7 +135,7 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
         "  | Tee-Object answer.txt",
         "npm run diff -- ch01 ch02 -s | less   # -s after -- is the script's, not npm's",
       ),
-      "只看回答: `npm run ch01 -- --prompt '…' 2>$null`。",
+      "只看回答：`npm run ch01 -- --prompt '…' 2>$null`。",
     ].join("\n");
     const problem = (line: number, command: string): string =>
       `doc.md:${line}: pipes or redirects the output of \`${command}\`; write npm run -s`;
@@ -148,6 +148,26 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
       problem(10, "npm run ch01 -- --demo -q"),
       problem(12, "npm run diff -- ch01 ch02 -s"),
       problem(14, 'npm run ch01 -- --prompt ""'),
+    ]);
+  });
+
+  it("refuses half-width punctuation in Chinese prose, but not in code, program output, link targets or O(n)", () => {
+    const doc = [
+      "测试通过, 只说明一件事; 对吗? 对!",
+      "审批 (approval) 与 (终端) 不同: 它\"默认拒绝\"。",
+      "见 [安全](../docs/security.md) 里的 O(n) 一节，和 `运行失败: 模型出错`。",
+      fence("text", "警告: .env 在工作区里, 模型可以读到"),
+    ].join("\n");
+    const problem = (line: number, found: string, fullWidth: string): string =>
+      `doc.md:${line}: half-width punctuation in Chinese prose ("${found}"); write ${fullWidth}`;
+    expect(docProblems("doc.md", doc, scripts)).toEqual([
+      problem(1, "过,", "，；：？！"),
+      problem(1, "事;", "，；：？！"),
+      problem(1, "吗?", "，；：？！"),
+      problem(1, "对!", "，；：？！"),
+      problem(2, "同:", "，；：？！"),
+      problem(2, "(终端)", "（）"),
+      problem(2, '"默认拒绝"', "“”"),
     ]);
   });
 
