@@ -34,7 +34,7 @@ const WINDOWS_ILLEGAL = /[<>:"|?*]/;
 export function workspaceSegments(relative: string): string[] {
   // UTF-16 units are never more than UTF-8 bytes: a long text is refused before it is measured.
   const tooLong = relative.length > MAX_PATH_BYTES || utf8Bytes(relative) > MAX_PATH_BYTES;
-  if (relative === "" || tooLong || CONTROL.test(relative)) throw escapes(relative);
+  if (tooLong || CONTROL.test(relative)) throw escapes(relative);
   if (/^[\\/]/.test(relative) || /^[A-Za-z]:/.test(relative)) throw escapes(relative);
   const segments: string[] = [];
   for (const segment of relative.split(/[\\/]+/)) {
@@ -48,6 +48,7 @@ export function workspaceSegments(relative: string): string[] {
     if (unusable) throw escapes(relative);
     segments.push(segment);
   }
+  // Nothing at all, or only separators and dots: the workspace folder itself, no place inside it.
   if (segments.length === 0) throw escapes(relative);
   return segments;
 }
