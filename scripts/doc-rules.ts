@@ -212,7 +212,8 @@ function punctuationProblems(name: string, lines: readonly DocLine[]): string[] 
     const prose = line.text.replace(INLINE_CODE, "`…`").replace(LINK_TARGET, "]");
     return HALF_WIDTH.flatMap(([mark, fullWidth]) =>
       [...prose.matchAll(mark)].map(
-        (match) => `${name}:${line.number}: half-width punctuation in Chinese prose ("${match[0]}"); write ${fullWidth}`,
+        (match) =>
+          `${name}:${line.number}: half-width punctuation in Chinese prose ("${match[0]}"); write ${fullWidth}`,
       ),
     );
   });

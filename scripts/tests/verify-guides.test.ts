@@ -154,7 +154,7 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
   it("refuses half-width punctuation in Chinese prose, but not in code, program output, link targets or O(n)", () => {
     const doc = [
       "测试通过, 只说明一件事; 对吗? 对!",
-      "审批 (approval) 与 (终端) 不同: 它\"默认拒绝\"。",
+      '审批 (approval) 与 (终端) 不同: 它"默认拒绝"。',
       "见 [安全](../docs/security.md) 里的 O(n) 一节，和 `运行失败: 模型出错`。",
       fence("text", "警告: .env 在工作区里, 模型可以读到"),
     ].join("\n");
