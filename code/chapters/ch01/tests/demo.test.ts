@@ -60,21 +60,40 @@ function demoRun(args: readonly string[] = []): DemoRun {
 const STATUS = /\r\x1b\[2K(?:(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\r\n\x1b]*(?:\x1b\[0m)?)?/g;
 
 /** `npm run ch01 -- --demo` in this process with stderr on a terminal (stdin is none: every call is refused). */
-async function demoOnTerminal(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+async function demoOnTerminal(
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string; workspace: string }> {
   const stdout = new Sink();
   const stderr = new Sink();
   const cwd = mkdtempSync(join(tmpdir(), "ch01-demo-tty-"));
   demoRoots.push(cwd);
   const io = { env, cwd, stdin: new PassThrough(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: true };
   const code = await runCli(["run", "--chapter", "1", "--demo"], io, "ch01");
-  const workspace = /演示工作区: (\S+)/.exec(stderr.text)?.[1];
-  if (workspace !== undefined) demoRoots.push(dirname(workspace));
-  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, "") };
+  const workspace = /演示工作区: (\S+)/.exec(stderr.text)?.[1] ?? "";
+  if (workspace !== "") demoRoots.push(dirname(workspace));
+  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, ""), workspace };
 }
 
 afterEach(async () => {
   await Promise.all(demoRoots.splice(0).map((root) => rm(root, { recursive: true, force: true })));
 });
+
+/** Everything the demo prints on stderr without colour, from the workspace line to the temp-folder line. */
+function plainStderr(workspace: string): string {
+  return [
+    `演示工作区: ${workspace}`,
+    SAY_LIST,
+    CALL_LIST,
+    NO_TTY,
+    "  ✗ denied",
+    SAY_READ,
+    CALL_READ,
+    NO_TTY,
+    "  ✗ denied",
+    rootLine(dirname(workspace)),
+    "",
+  ].join("\n");
+}
 
 describe("the chapter 1 demo without a terminal", () => {
   it("needs no key, narrates each step in plain text, refuses both shell calls for want of a TTY with 无交互输入，默认拒绝。, names its temp folder last, and ends with exit 0", () => {
@@ -82,21 +101,7 @@ describe("the chapter 1 demo without a terminal", () => {
     const { workspace } = run;
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
     expect(run.status).toBe(0);
-    expect(run.stderr).toBe(
-      [
-        `演示工作区: ${workspace}`,
-        SAY_LIST,
-        CALL_LIST,
-        NO_TTY,
-        "  ✗ denied",
-        SAY_READ,
-        CALL_READ,
-        NO_TTY,
-        "  ✗ denied",
-        rootLine(dirname(workspace)),
-        "",
-      ].join("\n"),
-    );
+    expect(run.stderr).toBe(plainStderr(workspace));
     // Not a terminal: not one escape sequence, so a pipe or a file gets plain text.
     expect(run.stderr).not.toContain("\u001b");
     expect(finalText.startsWith("演示结束。")).toBe(true);
@@ -117,7 +122,7 @@ describe("the chapter 1 demo's narration", () => {
 
   it("on a terminal is dimmed (ANSI 2), and the answer on stdout is unchanged", async () => {
     const run = await demoOnTerminal({});
-    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const { workspace } = run;
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(`${finalText}\n`);
     expect(run.stderr).toBe(
@@ -139,23 +144,9 @@ describe("the chapter 1 demo's narration", () => {
 
   it("on a terminal with NO_COLOR is plain text", async () => {
     const run = await demoOnTerminal({ NO_COLOR: "1" });
-    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const { workspace } = run;
     expect(run.code).toBe(0);
-    expect(run.stderr).toBe(
-      [
-        `演示工作区: ${workspace}`,
-        SAY_LIST,
-        CALL_LIST,
-        NO_TTY,
-        "  ✗ denied",
-        SAY_READ,
-        CALL_READ,
-        NO_TTY,
-        "  ✗ denied",
-        rootLine(dirname(workspace)),
-        "",
-      ].join("\n"),
-    );
+    expect(run.stderr).toBe(plainStderr(workspace));
   });
 
   it("narrated(model, say) says the text of each turn that asks for tools before handing the turn on, and never the closing answer", async () => {

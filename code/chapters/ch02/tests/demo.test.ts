@@ -45,21 +45,43 @@ const rootLine = (root: string): string => `演示工作区所在的临时文件
 const STATUS = /\r\x1b\[2K(?:(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\r\n\x1b]*(?:\x1b\[0m)?)?/g;
 
 /** `npm run ch02 -- --demo` in this process with stderr on a terminal (stdin is none: nothing is asked here). */
-async function demoOnTerminal(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+async function demoOnTerminal(
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string; workspace: string }> {
   const stdout = new Sink();
   const stderr = new Sink();
   const cwd = mkdtempSync(join(tmpdir(), "ch02-demo-tty-"));
   demoRoots.push(cwd);
   const io = { env, cwd, stdin: new PassThrough(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: true };
   const code = await runCli(["run", "--chapter", "2", "--demo"], io, "ch02");
-  const workspace = /演示工作区: (\S+)/.exec(stderr.text)?.[1];
-  if (workspace !== undefined) demoRoots.push(dirname(workspace));
-  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, "") };
+  const workspace = /演示工作区: (\S+)/.exec(stderr.text)?.[1] ?? "";
+  if (workspace !== "") demoRoots.push(dirname(workspace));
+  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, ""), workspace };
 }
 
 afterEach(async () => {
   await Promise.all(demoRoots.splice(0).map((root) => rm(root, { recursive: true, force: true })));
 });
+
+/** Everything the demo prints on stderr without colour, from the workspace line to the temp-folder line. */
+function plainStderr(workspace: string): string {
+  return [
+    `演示工作区: ${workspace}`,
+    CALLS[0],
+    "  ✓ ok",
+    CALLS[1],
+    "  ✓ ok",
+    CALLS[2],
+    "  ✓ ok",
+    CALLS[3],
+    "  ✓ ok",
+    SAY_OUTSIDE,
+    CALLS[4],
+    "  ✗ path_escape",
+    rootLine(dirname(workspace)),
+    "",
+  ].join("\n");
+}
 
 describe("the chapter 2 demo without a terminal", () => {
   it("needs no key, walks the book's write → edit → read → glob, narrates and refuses ../secret.txt as path_escape, and names its temp folder last", () => {
@@ -78,24 +100,7 @@ describe("the chapter 2 demo without a terminal", () => {
     if (workspace !== "") demoRoots.push(dirname(workspace));
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
     expect(run.status).toBe(0);
-    expect(run.stderr).toBe(
-      [
-        `演示工作区: ${workspace}`,
-        CALLS[0],
-        "  ✓ ok",
-        CALLS[1],
-        "  ✓ ok",
-        CALLS[2],
-        "  ✓ ok",
-        CALLS[3],
-        "  ✓ ok",
-        SAY_OUTSIDE,
-        CALLS[4],
-        "  ✗ path_escape",
-        rootLine(dirname(workspace)),
-        "",
-      ].join("\n"),
-    );
+    expect(run.stderr).toBe(plainStderr(workspace));
     // Not a terminal: not one escape sequence, so a pipe or a file gets plain text.
     expect(run.stderr).not.toContain("\u001b");
     expect(finalText.startsWith("演示结束。")).toBe(true);
@@ -141,7 +146,7 @@ describe("the chapter 2 demo's narration", () => {
 
   it("on a terminal is dimmed (ANSI 2), and the answer on stdout is unchanged", async () => {
     const run = await demoOnTerminal({});
-    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const { workspace } = run;
     const ok = "  \u001b[32m✓ ok\u001b[0m";
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(`${finalText}\n`);
@@ -167,26 +172,9 @@ describe("the chapter 2 demo's narration", () => {
 
   it("on a terminal with NO_COLOR is plain text", async () => {
     const run = await demoOnTerminal({ NO_COLOR: "1" });
-    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const { workspace } = run;
     expect(run.code).toBe(0);
-    expect(run.stderr).toBe(
-      [
-        `演示工作区: ${workspace}`,
-        CALLS[0],
-        "  ✓ ok",
-        CALLS[1],
-        "  ✓ ok",
-        CALLS[2],
-        "  ✓ ok",
-        CALLS[3],
-        "  ✓ ok",
-        SAY_OUTSIDE,
-        CALLS[4],
-        "  ✗ path_escape",
-        rootLine(dirname(workspace)),
-        "",
-      ].join("\n"),
-    );
+    expect(run.stderr).toBe(plainStderr(workspace));
   });
 
   it("narrated(model, say) says the text of each turn that asks for tools before handing the turn on, and never the closing answer", async () => {

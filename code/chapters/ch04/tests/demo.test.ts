@@ -75,15 +75,17 @@ const rootLine = (root: string): string => `演示工作区所在的临时文件
 const STATUS = /\r\x1b\[2K(?:(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\r\n\x1b]*(?:\x1b\[0m)?)?/g;
 
 /** `npm run ch03 -- --demo` in this process with stderr on a terminal (stdin is none: call B is refused). */
-async function demoOnTerminal(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+async function demoOnTerminal(
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string; workspace: string }> {
   const stdout = new Sink();
   const stderr = new Sink();
   const cwd = mkdtempSync(join(tmpdir(), "ch03-demo-tty-"));
   demoRoots.push(cwd);
   const io = { env, cwd, stdin: new PassThrough(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: true };
   const code = await runCli(["run", "--chapter", "3", "--demo"], io, "ch03");
-  announcedWorkspace(stderr.text);
-  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, "") };
+  const workspace = announcedWorkspace(stderr.text);
+  return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, ""), workspace };
 }
 
 function demo(args: readonly string[]) {
@@ -95,32 +97,35 @@ function demo(args: readonly string[]) {
   });
 }
 
+/** Everything the demo prints on stderr without colour, from the workspace line to the temp-folder line. */
+function plainStderr(workspace: string): string {
+  return [
+    `演示工作区: ${workspace}`,
+    SAY_A,
+    CALL_A,
+    GLOB_ALLOWED,
+    "  ✓ ok",
+    SAY_B,
+    CALL_B,
+    NO_TTY,
+    WRITE_NO_TTY,
+    "  ✗ denied",
+    SAY_C,
+    CALL_C,
+    HARD_DENY,
+    "  ✗ denied",
+    rootLine(dirname(workspace)),
+    "",
+  ].join("\n");
+}
+
 describe("the chapter 3 demo without a terminal", () => {
   it("replays the book's calls A, B and C, each narrated: the glob allowed, the inside write denied for want of a TTY, the outside write hard-denied without a question; the temp folder named last", () => {
     const run = demo([]);
     const workspace = announcedWorkspace(run.stderr);
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
     expect(run.status).toBe(0);
-    expect(run.stderr).toBe(
-      [
-        `演示工作区: ${workspace}`,
-        SAY_A,
-        CALL_A,
-        GLOB_ALLOWED,
-        "  ✓ ok",
-        SAY_B,
-        CALL_B,
-        NO_TTY,
-        WRITE_NO_TTY,
-        "  ✗ denied",
-        SAY_C,
-        CALL_C,
-        HARD_DENY,
-        "  ✗ denied",
-        rootLine(dirname(workspace)),
-        "",
-      ].join("\n"),
-    );
+    expect(run.stderr).toBe(plainStderr(workspace));
     // Not a terminal: not one escape sequence, so a pipe or a file gets plain text.
     expect(run.stderr).not.toContain("\u001b");
     expect(finalText.startsWith("演示结束。")).toBe(true);
@@ -203,7 +208,7 @@ describe("the chapter 3 demo without a terminal", () => {
 describe("the chapter 3 demo's narration", () => {
   it("on a terminal is dimmed (ANSI 2); the [Permission] lines, their order and the answer on stdout are unchanged", async () => {
     const run = await demoOnTerminal({});
-    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const { workspace } = run;
     const denied = "  \u001b[33m✗ denied\u001b[0m";
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(`${finalText}\n`);
@@ -231,28 +236,9 @@ describe("the chapter 3 demo's narration", () => {
 
   it("on a terminal with NO_COLOR is plain text", async () => {
     const run = await demoOnTerminal({ NO_COLOR: "1" });
-    const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+    const { workspace } = run;
     expect(run.code).toBe(0);
-    expect(run.stderr).toBe(
-      [
-        `演示工作区: ${workspace}`,
-        SAY_A,
-        CALL_A,
-        GLOB_ALLOWED,
-        "  ✓ ok",
-        SAY_B,
-        CALL_B,
-        NO_TTY,
-        WRITE_NO_TTY,
-        "  ✗ denied",
-        SAY_C,
-        CALL_C,
-        HARD_DENY,
-        "  ✗ denied",
-        rootLine(dirname(workspace)),
-        "",
-      ].join("\n"),
-    );
+    expect(run.stderr).toBe(plainStderr(workspace));
   });
 
   it("narrated(model, say) says the text of each turn that asks for tools before handing the turn on, and never the closing answer", async () => {
