@@ -13,6 +13,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { docProblems } from "./doc-rules.js";
+import { testPlan, type PlanEntry } from "./test-plan/plan.js";
 
 /** Tests per file of one chapter's gate, as `vitest list` names the files (`tests/x.test.ts`). */
 export type TestCounts = ReadonlyMap<string, number>;
@@ -53,17 +54,42 @@ export function guideProblems(guideName: string, guide: string, counts: TestCoun
   return problems;
 }
 
-/** `vitest list` for one project, counted per file. */
-export function countTests(repo: string, project: string): TestCounts {
-  const output = execFileSync(process.execPath, [vitestBin(repo), "list", "--project", project], {
+/** Tests per file of each chapter's gate: chapter (`ch03`) → counts. */
+export type GateCounts = ReadonlyMap<string, TestCounts>;
+
+/**
+ * One `vitest list` over the test plan (scripts/test-plan): the files each chapter runs are collected, and a
+ * file the plan reuses has the count of the run it reuses, since its inputs are the same bytes.
+ */
+export function countTests(repo: string): GateCounts {
+  const output = execFileSync(process.execPath, [vitestBin(repo), "list"], {
     cwd: repo,
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, AGENT_TEST_PLAN: "reuse" },
   });
-  const counts = new Map<string, number>();
+  const counts = new Map<string, Map<string, number>>();
   for (const line of output.split("\n")) {
-    const file = /^\[[\w-]+\] (\S+\.test\.ts) > /.exec(line)?.[1];
-    if (file !== undefined) counts.set(file, (counts.get(file) ?? 0) + 1);
+    const match = /^\[(ch\d\d)\] (\S+\.test\.ts) > /.exec(line);
+    if (match === null) continue;
+    const [, chapter, file] = match as unknown as [string, string, string];
+    const chapterCounts = counts.get(chapter) ?? new Map<string, number>();
+    chapterCounts.set(file, (chapterCounts.get(file) ?? 0) + 1);
+    counts.set(chapter, chapterCounts);
+  }
+  return withReused(counts, testPlan(join(repo, "code", "chapters")).entries);
+}
+
+/** `counts` of the files that ran, completed with the reused files' counts from the chapters that ran them. */
+export function withReused(ran: GateCounts, entries: readonly PlanEntry[]): GateCounts {
+  const counts = new Map<string, Map<string, number>>();
+  for (const entry of entries) {
+    const from = entry.action === "reuse" ? (entry.reusedFrom ?? "") : entry.chapter;
+    const count = ran.get(from)?.get(entry.file);
+    if (count === undefined) continue;
+    const chapterCounts = counts.get(entry.chapter) ?? new Map<string, number>();
+    chapterCounts.set(entry.file, count);
+    counts.set(entry.chapter, chapterCounts);
   }
   return counts;
 }
@@ -82,29 +108,41 @@ export function docFiles(repo: string): string[] {
   return [...markdown("chapters"), "README.md", ...markdown("docs")];
 }
 
-function main(): void {
-  const repo = fileURLToPath(new URL("../", import.meta.url));
+/** Every way the guides disagree with `counts` or with the writing rules; empty when they agree. */
+export function verifyGuides(
+  repo: string,
+  counts: GateCounts,
+): { guides: string[]; docs: string[]; problems: string[] } {
   const guides = readdirSync(join(repo, "chapters")).filter((name) => /^ch\d\d\.md$/.test(name));
   const problems = guides.flatMap((name) =>
     guideProblems(
       `chapters/${name}`,
       readFileSync(join(repo, "chapters", name), "utf8"),
-      countTests(repo, name.slice(0, 4)),
+      counts.get(name.slice(0, 4)) ?? new Map(),
     ),
   );
   const rootPackage = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as { scripts: object };
   const scripts = new Set(Object.keys(rootPackage.scripts));
   const docs = docFiles(repo);
   const ruleProblems = docs.flatMap((file) => docProblems(file, readFileSync(join(repo, file), "utf8"), scripts));
-  if (problems.length > 0) {
-    console.error(`Guides state counts the tests do not have:\n- ${problems.join("\n- ")}`);
-  }
-  if (ruleProblems.length > 0) {
-    console.error(`Guides and docs break the writing rules:\n- ${ruleProblems.join("\n- ")}`);
-  }
-  if (problems.length > 0 || ruleProblems.length > 0) process.exit(1);
-  console.log(`Guides' test counts match the gates (${guides.join(", ")}).`);
-  console.log(`Guides and docs keep the writing rules (${docs.length} files).`);
+  if (problems.length > 0) problems.unshift("Guides state counts the tests do not have:");
+  if (ruleProblems.length > 0) problems.push("Guides and docs break the writing rules:", ...ruleProblems);
+  return { guides, docs, problems };
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) main();
+/** Prints what `verifyGuides` found; false when anything disagrees. */
+export function reportGuides(repo: string, counts: GateCounts): boolean {
+  const { guides, docs, problems } = verifyGuides(repo, counts);
+  if (problems.length > 0) {
+    console.error(problems.map((line) => (line.endsWith(":") ? line : `- ${line}`)).join("\n"));
+    return false;
+  }
+  console.log(`Guides' test counts match the gates (${guides.join(", ")}).`);
+  console.log(`Guides and docs keep the writing rules (${docs.length} files).`);
+  return true;
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const repo = fileURLToPath(new URL("../", import.meta.url));
+  if (!reportGuides(repo, countTests(repo))) process.exit(1);
+}

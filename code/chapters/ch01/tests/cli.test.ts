@@ -781,13 +781,32 @@ describe("the ch01 entry as a program", () => {
     expect(server.requests[1]).toStrictEqual(deniedSecondRequest("loopback-model", "List the files"));
   });
 
+  /**
+   * What the entry runs (`runCli` with `run --chapter 1` in front and its own name) in this process: the exit
+   * code the program sets is this value, so the codes and lines are checked without starting a process.
+   */
+  async function runEntryCli(args: readonly string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
+    const [stdout, stderr] = [new Sink(), new Sink()];
+    const io: CliIO = {
+      env,
+      cwd,
+      stdin: new PassThrough().end(),
+      stdinIsTTY: false,
+      stdout,
+      stderr,
+      stderrIsTTY: false,
+    };
+    const code = await runCli(["run", "--chapter", "1", ...args], io, "ch01");
+    return { code, stdout: stdout.text, stderr: stderr.text };
+  }
+
   it("an argument error is 运行失败 and exit 1", async () => {
-    const run = await runEntry(["--prompt", "hi", "--bogus"], cleanEnv, await tempFolder());
+    const run = await runEntryCli(["--prompt", "hi", "--bogus"], cleanEnv, await tempFolder());
     expect(run).toStrictEqual({ code: 1, stdout: "", stderr: "运行失败: Unknown argument: --bogus\n" });
   });
 
   it("missing settings are 配置错误 and exit 2", async () => {
-    const run = await runEntry(["--prompt", "hi"], cleanEnv, await tempFolder());
+    const run = await runEntryCli(["--prompt", "hi"], cleanEnv, await tempFolder());
     expect(run).toStrictEqual({ code: 2, stdout: "", stderr: MISSING_ALL });
   });
 });

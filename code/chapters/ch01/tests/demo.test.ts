@@ -40,19 +40,45 @@ interface DemoRun {
   readonly workspace: string;
 }
 
-/** The keyless demo as a child process without a terminal, its temp folder removed after the test. */
-function demoRun(args: readonly string[] = []): DemoRun {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
+/** The environment of a reader with no key at all. */
+const keyless = (): NodeJS.ProcessEnv =>
+  Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
+
+/** A finished demo, with the workspace its first line named; its temp folder is removed after the test. */
+function announced(run: Omit<DemoRun, "workspace">): DemoRun {
+  const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
+  // Only a folder the demo named is removed: never "." when the line is missing.
+  if (workspace !== "") demoRoots.push(dirname(workspace));
+  return { ...run, workspace };
+}
+
+/** The keyless demo as a child process without a terminal: for what needs the entry's process. */
+function demoProgram(args: readonly string[] = []): DemoRun {
   const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", ...args], {
-    env,
+    env: keyless(),
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
     timeout: 60_000,
   });
-  const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
-  // Only a folder the demo named is removed: never "." when the line is missing.
-  if (workspace !== "") demoRoots.push(dirname(workspace));
-  return { status: run.status, stdout: run.stdout, stderr: run.stderr, workspace };
+  return announced({ status: run.status, stdout: run.stdout, stderr: run.stderr });
+}
+
+/** The same demo through `runCli` in this process (the argv the ch01 entry passes it), without a terminal. */
+async function demoRun(args: readonly string[] = []): Promise<DemoRun> {
+  const [stdout, stderr] = [new Sink(), new Sink()];
+  const cwd = mkdtempSync(join(tmpdir(), "ch01-demo-"));
+  demoRoots.push(cwd);
+  const io = {
+    env: keyless(),
+    cwd,
+    stdin: new PassThrough().end(),
+    stdinIsTTY: false,
+    stdout,
+    stderr,
+    stderrIsTTY: false,
+  };
+  const status = await runCli(["run", "--chapter", "1", "--demo", ...args], io, "ch01");
+  return announced({ status, stdout: stdout.text, stderr: stderr.text });
 }
 
 // The waiting line a terminal gets: each spinner frame redraws it, and the next line clears it.
@@ -97,7 +123,7 @@ function plainStderr(workspace: string): string {
 
 describe("the chapter 1 demo without a terminal", () => {
   it("needs no key, narrates each step in plain text, refuses both shell calls for want of a TTY with 无交互输入，默认拒绝。, names its temp folder last, and ends with exit 0", () => {
-    const run = demoRun();
+    const run = demoProgram();
     const { workspace } = run;
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
     expect(run.status).toBe(0);
@@ -111,8 +137,8 @@ describe("the chapter 1 demo without a terminal", () => {
 });
 
 describe("the chapter 1 demo's narration", () => {
-  it("with --quiet says no narration and no progress, but still names its temp folder last", () => {
-    const run = demoRun(["--quiet"]);
+  it("with --quiet says no narration and no progress, but still names its temp folder last", async () => {
+    const run = await demoRun(["--quiet"]);
     expect(run.status).toBe(0);
     expect(run.stdout).toBe(`${finalText}\n`);
     expect(run.stderr).toBe(

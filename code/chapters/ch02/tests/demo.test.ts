@@ -14,7 +14,6 @@ import type { ModelClient } from "../src/core/model.js";
 import { Sink } from "./support/sink.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch02.ts", import.meta.url));
-const chapterOneEntry = fileURLToPath(new URL("../src/chapters/ch01.ts", import.meta.url));
 /** Chapter 2's own walkthrough: what `npm run ch02 -- --demo` replays (prepareDemo(2) reads demo/ch02.json). */
 const walkthrough = JSON.parse(readFileSync(new URL("../demo/ch02.json", import.meta.url), "utf8")) as {
   messages: { role: string; content: string | null }[];
@@ -83,6 +82,24 @@ function plainStderr(workspace: string): string {
   ].join("\n");
 }
 
+/**
+ * `npm run chNN -- --demo` through `runCli` in this process (the argv that chapter's entry passes it), with no
+ * key and no terminal: the same code and output as the program, without starting one.
+ */
+async function demoInProcess(
+  chapter: number,
+  entryName: string,
+  args: readonly string[],
+): Promise<{ status: number; stdout: string; stderr: string }> {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
+  const [stdout, stderr] = [new Sink(), new Sink()];
+  const cwd = mkdtempSync(join(tmpdir(), "ch02-demo-"));
+  demoRoots.push(cwd);
+  const io = { env, cwd, stdin: new PassThrough().end(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: false };
+  const status = await runCli(["run", "--chapter", String(chapter), "--demo", ...args], io, entryName);
+  return { status, stdout: stdout.text, stderr: stderr.text };
+}
+
 describe("the chapter 2 demo without a terminal", () => {
   it("needs no key, walks the book's write → edit → read → glob, narrates and refuses ../secret.txt as path_escape, and names its temp folder last", () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
@@ -129,14 +146,8 @@ describe("the chapter 2 demo without a terminal", () => {
 });
 
 describe("the chapter 2 demo's narration", () => {
-  it("with --quiet says no narration and no progress, but still names its temp folder last", () => {
-    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
-    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", "--quiet"], {
-      env,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-      timeout: 60_000,
-    });
+  it("with --quiet says no narration and no progress, but still names its temp folder last", async () => {
+    const run = await demoInProcess(2, "ch02", ["--quiet"]);
     const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
     if (workspace !== "") demoRoots.push(dirname(workspace));
     expect(run.status).toBe(0);
@@ -229,14 +240,8 @@ describe("prepareDemo(chapter) in this snapshot", () => {
 });
 
 describe("the chapter 1 demo on this snapshot", () => {
-  it("replays chapter 1's own walkthrough, narrated: two shell calls, each refused without a TTY, no file tool and no unknown_tool", () => {
-    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
-    const run = spawnSync(process.execPath, ["--import", tsx, chapterOneEntry, "--demo"], {
-      env,
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-      timeout: 60_000,
-    });
+  it("replays chapter 1's own walkthrough, narrated: two shell calls, each refused without a TTY, no file tool and no unknown_tool", async () => {
+    const run = await demoInProcess(1, "ch01", []);
     const workspace = /演示工作区: (\S+)/.exec(run.stderr)?.[1] ?? "";
     // Only a folder the demo named is removed: never "." when the line is missing.
     if (workspace !== "") demoRoots.push(dirname(workspace));

@@ -4,9 +4,12 @@ import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { Readable } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { helpText, parseCliArgs } from "../src/cli/args.js";
+import { runCli } from "../src/cli.js";
+import { Sink } from "./support/sink.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/agent-tutorial.ts", import.meta.url));
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -16,20 +19,35 @@ afterEach(async () => {
   await Promise.all(folders.splice(0).map((folder) => rm(folder, { recursive: true, force: true })));
 });
 
-/** The unified entry as a reader with no key runs it, from an empty folder (so no `.env` is found). */
-function unified(args: readonly string[]) {
+/** A reader's environment with no key, and a fresh empty folder to run from (so no `.env` is found). */
+function keylessReader(): { env: NodeJS.ProcessEnv; cwd: string } {
   const env = Object.fromEntries(
     Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_") && key !== "INIT_CWD"),
   );
   const cwd = mkdtempSync(join(tmpdir(), "ch03-unified-"));
   folders.push(cwd);
+  return { env, cwd };
+}
+
+/** The unified entry as a program, as a reader with no key starts it: for what needs the process itself. */
+function unifiedProgram(args: readonly string[]) {
   return spawnSync(process.execPath, ["--import", tsx, entry, ...args], {
-    cwd,
-    env,
+    ...keylessReader(),
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
     timeout: 60_000,
   });
+}
+
+/**
+ * The unified entry's CLI (`runCli` with the argv the entry passes it) in this process, with the I/O a reader
+ * with no key has when no terminal is attached: the same code and output as the program, without a process.
+ */
+async function unified(args: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  const [stdout, stderr] = [new Sink(), new Sink()];
+  const io = { ...keylessReader(), stdin: Readable.from([]), stdinIsTTY: false, stdout, stderr, stderrIsTTY: false };
+  const status = await runCli(args, io);
+  return { status, stdout: stdout.text, stderr: stderr.text };
 }
 
 /**
@@ -80,20 +98,6 @@ const NO_TTY = "无交互输入，默认拒绝。";
 const NO_TTY_AUDIT = "No interactive approval input was available";
 
 describe("npm run agent-tutorial -- run --chapter N", () => {
-  it("npm run agent-tutorial is the newest snapshot's unified entry, and this snapshot's own entry is npm run chNN", () => {
-    const root = JSON.parse(readFileSync(new URL("../../../../package.json", import.meta.url), "utf8")) as {
-      scripts: Record<string, string>;
-    };
-    // This snapshot's folder name; a later chapter moves the unified entry on, never back.
-    const self = /\/(ch\d\d)\/tests\//.exec(fileURLToPath(import.meta.url).replace(/\\/g, "/"))?.[1] ?? "";
-    expect(root.scripts[self]).toBe(`tsx code/chapters/${self}/src/chapters/${self}.ts`);
-    const newest = /^tsx code\/chapters\/(ch\d\d)\/src\/chapters\/agent-tutorial\.ts$/.exec(
-      root.scripts["agent-tutorial"] ?? "",
-    )?.[1];
-    expect(newest !== undefined && newest >= self).toBe(true);
-    expect(root.scripts.demo).toBe(`tsx code/chapters/${newest ?? ""}/src/chapters/${newest ?? ""}.ts --demo`);
-  });
-
   it.each([
     [[], "Expected command: run"],
     [["walk", "--chapter", "3", "--prompt", "x"], "Expected command: run"],
@@ -102,8 +106,8 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     [["run", "--chapter", "3", "--prompt", "x", "--yolo"], "Unknown argument: --yolo"],
     [["run", "--chapter", "two", "--prompt", "x"], '--chapter must be a whole number from 1 to 99, not "two"'],
     [["run", "--chapter", "9", "--prompt", "x"], "No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4"],
-  ])("%j exits 1 with one 运行失败 line and never contacts a model", (args, message) => {
-    const run = unified(args);
+  ])("%j exits 1 with one 运行失败 line and never contacts a model", async (args, message) => {
+    const run = await unified(args);
     expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
       status: 1,
       stdout: "",
@@ -111,8 +115,8 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     });
   });
 
-  it("--help prints the unified usage on stdout and exits 0", () => {
-    const run = unified(["--help"]);
+  it("the entry starts as a program: --help prints the unified usage on stdout and exits 0", () => {
+    const run = unifiedProgram(["--help"]);
     expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
       status: 0,
       stdout: helpText(undefined),
@@ -162,7 +166,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect([...listed].sort()).toEqual([...values, ...flags].sort());
   });
 
-  it("the usage line, followed literally with real values, is accepted: with no settings it is a 配置错误 (exit 2), with --demo it runs", () => {
+  it("the usage line, followed literally with real values, is accepted: with no settings it is a 配置错误 (exit 2), with --demo it runs", async () => {
     const usage = helpText(undefined).split("\n")[0] ?? "";
     const prefix = "用法: npm run agent-tutorial -- ";
     expect(usage.startsWith(prefix)).toBe(true);
@@ -173,21 +177,21 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       .split(" ")
       .filter((word) => word !== "[选项]");
     expect(args).toEqual(["run", "--chapter", "1", "--prompt", "x"]);
-    const run = unified(args);
+    const run = await unified(args);
     expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
       status: 2,
       stdout: "",
       stderr: MISSING_ALL,
     });
     // [选项] stands for the options below it: one of them, --demo, needs no settings.
-    const demo = unified([...args.slice(0, 3), "--demo"]);
+    const demo = await unified([...args.slice(0, 3), "--demo"]);
     demoOutput(demo.stderr);
     expect(demo.status).toBe(0);
     expect(demo.stdout).toBe(`${walkthrough(1).finalText}\n`);
   });
 
-  it("a run without the three settings exits 2 with one 配置错误 line naming all of them", () => {
-    const run = unified(["run", "--chapter", "3", "--prompt", "x"]);
+  it("a run without the three settings exits 2 with one 配置错误 line naming all of them", async () => {
+    const run = await unified(["run", "--chapter", "3", "--prompt", "x"]);
     expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
       status: 2,
       stdout: "",
@@ -195,14 +199,14 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     });
   });
 
-  it("run --chapter 1 --demo replays chapter 1's own walkthrough, narrated: two shell calls, each asked and refused without a TTY, no unknown_tool", () => {
+  it("run --chapter 1 --demo replays chapter 1's own walkthrough, narrated: two shell calls, each asked and refused without a TTY, no unknown_tool", async () => {
     const { calls, narration, finalText } = walkthrough(1);
     expect(calls).toEqual([
       '→ shell {"command":"Get-ChildItem -Force"}',
       '→ shell {"command":"Get-Content README.md"}',
     ]);
     expect(narration).toEqual(["我先用 PowerShell 列出工作区里的文件。", "再读 README.md 的内容。"]);
-    const run = unified(["run", "--chapter", "1", "--demo"]);
+    const run = await unified(["run", "--chapter", "1", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
     // Chapter 1 keeps only the shell's confirmation: no [Permission] lines.
@@ -225,7 +229,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 
-  it("run --chapter 2 --demo replays chapter 2's own walkthrough: write, edit, read, glob, then ../secret.txt narrated and refused as path_escape", () => {
+  it("run --chapter 2 --demo replays chapter 2's own walkthrough: write, edit, read, glob, then ../secret.txt narrated and refused as path_escape", async () => {
     const { calls, narration, finalText } = walkthrough(2);
     expect(calls).toEqual([
       '→ write_file {"path":"demo/note.txt","content":"alpha"}',
@@ -235,7 +239,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       '→ read_file {"path":"../secret.txt"}',
     ]);
     expect(narration).toEqual([null, null, null, null, "再试一次工作区外面。"]);
-    const run = unified(["run", "--chapter", "2", "--demo"]);
+    const run = await unified(["run", "--chapter", "2", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
     // No rules and no audit in chapter 2: no [Permission] lines, and the file tools are not asked.
@@ -261,7 +265,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
 
-  it("run --chapter 3 --demo replays chapter 3's own walkthrough, the book's calls A, B and C, each narrated, every decision audited", () => {
+  it("run --chapter 3 --demo replays chapter 3's own walkthrough, the book's calls A, B and C, each narrated, every decision audited", async () => {
     const { calls, narration, finalText } = walkthrough(3);
     expect(calls).toEqual([
       '→ glob {"pattern":"chapters/ch03/src/**/*.ts"}',
@@ -273,7 +277,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       "调用 B: 把摘要写进工作区里的 chapter3-note.txt (write, 命中 confirm-file-write, 要你批准)。",
       "调用 C: 再试着写到工作区外面的 ../outside.txt。",
     ]);
-    const run = unified(["run", "--chapter", "3", "--demo"]);
+    const run = await unified(["run", "--chapter", "3", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
     expect(lines).toEqual([

@@ -1012,16 +1012,12 @@ function announcedWorkspace(output: string): string {
 }
 
 describe("rule 17: the chapter 4 demo", () => {
-  it("tells the model, call by call, what the hooks and the policy decided", () => {
+  it("tells the model, call by call, what the hooks and the policy decided", async () => {
     const transcript = join(root, "demo.json");
-    const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", "--transcript", transcript], {
-      env: keyless(),
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-      timeout: 60_000,
-    });
+    // `npm run demo` is the ch04 entry's `run --chapter 4 --demo`: its CLI, in this process.
+    const run = await runCliIn(["run", "--chapter", "4", "--demo", "--transcript", transcript], keyless());
     announcedWorkspace(run.stderr);
-    expect(run.status).toBe(0);
+    expect(run.code).toBe(0);
     const recorded = JSON.parse(readFileSync(transcript, "utf8")) as {
       messages: { role: string; tool_call_id?: string; content: string | null }[];
     };
@@ -1042,15 +1038,10 @@ describe("rule 17: the chapter 4 demo", () => {
 
   it.each([[[]], [["--quiet"]]])(
     "with no terminal (%j): the 13 lines, nothing written, the answer on stdout",
-    (extra) => {
-      const run = spawnSync(process.execPath, ["--import", tsx, entry, "--demo", ...extra], {
-        env: keyless(),
-        encoding: "utf8",
-        stdio: ["ignore", "pipe", "pipe"],
-        timeout: 60_000,
-      });
+    async (extra) => {
+      const run = await runCliIn(["run", "--chapter", "4", "--demo", ...extra], keyless());
       const demoWorkspace = announcedWorkspace(run.stderr);
-      expect(run.status).toBe(0);
+      expect(run.code).toBe(0);
       expect(hookOrAudit(run.stderr)).toEqual(DEMO_LINES);
       expect(run.stdout).toBe(`${finalText}\n`);
       expect(run.stdout.startsWith("演示结束。")).toBe(true);

@@ -88,13 +88,36 @@ async function demoOnTerminal(
   return { code, stdout: stdout.text, stderr: stderr.text.replace(STATUS, ""), workspace };
 }
 
-function demo(args: readonly string[]) {
+/** `npm run ch03 -- --demo` as a program, with no key and no terminal: for what needs the entry's process. */
+function demoProgram(args: readonly string[]) {
   return spawnSync(process.execPath, ["--import", tsx, entry, "--demo", ...args], {
     env: keyless(),
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
     timeout: 60_000,
   });
+}
+
+/**
+ * The same demo through `runCli` in this process (the argv the ch03 entry passes it), with no key and no
+ * terminal: the same code and output as the program, without starting one.
+ */
+async function demo(args: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  const stdout = new Sink();
+  const stderr = new Sink();
+  const cwd = mkdtempSync(join(tmpdir(), "ch03-demo-"));
+  demoRoots.push(cwd);
+  const io = {
+    env: keyless(),
+    cwd,
+    stdin: new PassThrough().end(),
+    stdinIsTTY: false,
+    stdout,
+    stderr,
+    stderrIsTTY: false,
+  };
+  const status = await runCli(["run", "--chapter", "3", "--demo", ...args], io, "ch03");
+  return { status, stdout: stdout.text, stderr: stderr.text };
 }
 
 /** Everything the demo prints on stderr without colour, from the workspace line to the temp-folder line. */
@@ -121,7 +144,7 @@ function plainStderr(workspace: string): string {
 
 describe("the chapter 3 demo without a terminal", () => {
   it("replays the book's calls A, B and C, each narrated: the glob allowed, the inside write denied for want of a TTY, the outside write hard-denied without a question; the temp folder named last", () => {
-    const run = demo([]);
+    const run = demoProgram([]);
     const workspace = announcedWorkspace(run.stderr);
     expect(workspace).toMatch(/agent-tutorial-demo-[^/]+\/workspace$/);
     expect(run.status).toBe(0);
@@ -137,8 +160,8 @@ describe("the chapter 3 demo without a terminal", () => {
     expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
   });
 
-  it("the closing text says only what the run showed: no shell call, A allow (default), C denied by workspace-boundary before any question, no file written", () => {
-    const run = demo([]);
+  it("the closing text says only what the run showed: no shell call, A allow (default), C denied by workspace-boundary before any question, no file written", async () => {
+    const run = await demo([]);
     const workspace = announcedWorkspace(run.stderr);
     expect(run.status).toBe(0);
     const calls = run.stderr.split("\n").filter((line) => line.startsWith("→ "));
@@ -159,11 +182,11 @@ describe("the chapter 3 demo without a terminal", () => {
     expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
   });
 
-  it("tells the model, call by call: A's glob lists the snapshot's own sources, B the missing TTY, C the hard deny", () => {
+  it("tells the model, call by call: A's glob lists the snapshot's own sources, B the missing TTY, C the hard deny", async () => {
     const transcriptFolder = mkdtempSync(join(tmpdir(), "ch03-demo-transcript-"));
     demoRoots.push(transcriptFolder);
     const transcript = join(transcriptFolder, "demo.json");
-    const run = demo(["--transcript", transcript]);
+    const run = await demo(["--transcript", transcript]);
     announcedWorkspace(run.stderr);
     expect(run.status).toBe(0);
     const recorded = JSON.parse(readFileSync(transcript, "utf8")) as {
@@ -186,8 +209,8 @@ describe("the chapter 3 demo without a terminal", () => {
     ]);
   });
 
-  it("with --quiet prints only the answer on stdout and no progress or narration lines, but keeps the audit and names the temp folder last", () => {
-    const run = demo(["--quiet"]);
+  it("with --quiet prints only the answer on stdout and no progress or narration lines, but keeps the audit and names the temp folder last", async () => {
+    const run = await demo(["--quiet"]);
     const workspace = announcedWorkspace(run.stderr);
     expect(run.status).toBe(0);
     expect(run.stdout).toBe(`${finalText}\n`);

@@ -1,0 +1,136 @@
+// `npm test` runs the chapter gates through this file: each chapter runs only the test files whose inputs differ
+// from every run already made in the same invocation, and reuses the others' results, saying so per chapter.
+// `npm run -s test:plan -- --json` prints the plan without running anything; `npm run test:chNN` still runs one
+// whole chapter gate.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join, relative, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import { reportGuides, withReused } from "../verify-guides.js";
+import { testPlan, type PlanEntry } from "./plan.js";
+
+const repository = fileURLToPath(new URL("../../", import.meta.url));
+const chaptersDir = join(repository, "code", "chapters");
+
+/** The parts of vitest's JSON report read here. */
+interface Report {
+  readonly numPassedTests: number;
+  readonly numFailedTests: number;
+  readonly numPendingTests: number;
+  readonly numTodoTests: number;
+  readonly testResults: readonly {
+    readonly name: string;
+    readonly status: string;
+    readonly startTime: number;
+    readonly endTime: number;
+    readonly assertionResults: readonly unknown[];
+  }[];
+}
+
+interface FileRun {
+  readonly passed: boolean;
+  readonly tests: number;
+  readonly ms: number;
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? "" : "s"}`;
+
+/** Each run file's outcome, by `chapter/tests/…`, from the report's absolute file names. */
+function fileRuns(report: Report): Map<string, FileRun> {
+  const runs = new Map<string, FileRun>();
+  for (const result of report.testResults) {
+    const key = relative(chaptersDir, result.name).split(sep).join("/");
+    runs.set(key, {
+      passed: result.status === "passed",
+      tests: result.assertionResults.length,
+      ms: result.endTime - result.startTime,
+    });
+  }
+  return runs;
+}
+
+/** One line per chapter: files run and their time, files reused and whose run they reuse. */
+export function chapterSummary(entries: readonly PlanEntry[], runs: ReadonlyMap<string, FileRun>): string[] {
+  const chapters = [...new Set(entries.map((entry) => entry.chapter))];
+  return chapters.map((chapter) => {
+    const own = entries.filter((entry) => entry.chapter === chapter);
+    const ran = own.filter((entry) => entry.action === "run").map((entry) => runs.get(`${chapter}/${entry.file}`));
+    const reused = own.filter((entry) => entry.action === "reuse");
+    const sources = [...new Set(reused.map((entry) => entry.reusedFrom))]
+      .map((source) => `${reused.filter((entry) => entry.reusedFrom === source).length} from ${source ?? "?"}`)
+      .join(", ");
+    const failedReuse = reused.filter((entry) => runs.get(`${entry.reusedFrom ?? ""}/${entry.file}`)?.passed === false);
+    const ranTests = ran.reduce((sum, run) => sum + (run?.tests ?? 0), 0);
+    const ranMs = ran.reduce((sum, run) => sum + (run?.ms ?? 0), 0);
+    const reusedTests = reused.reduce(
+      (sum, entry) => sum + (runs.get(`${entry.reusedFrom ?? ""}/${entry.file}`)?.tests ?? 0),
+      0,
+    );
+    let line = `${chapter}: ran ${plural(ran.length, "file")} (${plural(ranTests, "test")}, ${seconds(ranMs)})`;
+    line +=
+      reused.length === 0
+        ? ", reused none"
+        : `, reused ${plural(reused.length, "file")} (${plural(reusedTests, "test")}; ${sources})`;
+    if (failedReuse.length > 0) line += `; ${plural(failedReuse.length, "reused file")} failed where it ran`;
+    return line;
+  });
+}
+
+function runPlanned(entries: readonly PlanEntry[]): number {
+  const started = Date.now();
+  const folder = mkdtempSync(join(tmpdir(), "agent-test-plan-"));
+  const reportFile = join(folder, "report.json");
+  const vitest = createRequire(import.meta.url).resolve("vitest/vitest.mjs");
+  const run = spawnSync(
+    process.execPath,
+    [vitest, "run", "--reporter=default", "--reporter=json", `--outputFile.json=${reportFile}`],
+    { cwd: repository, stdio: "inherit", env: { ...process.env, AGENT_TEST_PLAN: "reuse" } },
+  );
+  let report: Report;
+  try {
+    report = JSON.parse(readFileSync(reportFile, "utf8")) as Report;
+  } catch {
+    console.error(`vitest wrote no report (exit ${run.status ?? run.signal ?? "?"})`);
+    return 1;
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+  const runs = fileRuns(report);
+  console.log("\nTest plan (each chapter runs what differs from a run already made here, reuses the rest):");
+  for (const line of chapterSummary(entries, runs)) console.log(`  ${line}`);
+  const scripts = report.testResults.filter((result) => relative(chaptersDir, result.name).startsWith(".."));
+  console.log(`  scripts: ran ${plural(scripts.length, "file")}`);
+  console.log(`  all in ${seconds(Date.now() - started)}`);
+  // The guides' test counts, from this run: a reused file has the count of the run it reuses.
+  const ranCounts = new Map<string, Map<string, number>>();
+  for (const [key, run] of runs) {
+    const [chapter, ...file] = key.split("/");
+    if (chapter === undefined || !/^ch\d\d$/.test(chapter)) continue;
+    ranCounts.set(chapter, (ranCounts.get(chapter) ?? new Map<string, number>()).set(file.join("/"), run.tests));
+  }
+  const guidesAgree = reportGuides(repository, withReused(ranCounts, entries));
+  const skipped = report.numPendingTests + report.numTodoTests;
+  console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped`);
+  return run.status === 0 && guidesAgree ? 0 : 1;
+}
+
+function main(argv: readonly string[]): number {
+  const { entries } = testPlan(chaptersDir);
+  if (argv.includes("--json")) {
+    console.log(JSON.stringify(entries, null, 2));
+    return 0;
+  }
+  if (argv.includes("--run")) return runPlanned(entries);
+  for (const entry of entries) {
+    const action = entry.action === "reuse" ? `reuse ${entry.reusedFrom ?? ""}` : "run";
+    console.log(`${entry.chapter} ${entry.file}: ${action} (${entry.why})`);
+  }
+  return 0;
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  process.exitCode = main(process.argv.slice(2));
+}
