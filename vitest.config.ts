@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import { testPlan } from "./scripts/test-plan/plan.js";
@@ -13,6 +14,9 @@ const traceSetup = fileURLToPath(new URL("./scripts/test-plan/trace-setup.ts", i
 
 export default defineConfig({
   test: {
+    // Most test time is spent waiting on processes (PowerShell, the CLI, a pseudo-terminal), not on this CPU:
+    // one worker more than the cores keeps them busy (vitest's default is one fewer, so a single one on two).
+    maxWorkers: availableParallelism() + 1,
     projects: [
       ...[...plan.inputs].flatMap(([name, tests]) => {
         const include = onlyPlannedRuns

@@ -2,7 +2,7 @@
 // tsconfig.json) reports every type error, and with --emit the same program writes src/ to dist/ as the
 // chapter's tsconfig.build.json says. The root tsconfig.json (scripts, configs) is checked too, never emitted.
 // `npm run typecheck` checks; `npm run build` checks and emits (it is all `.ci/run` calls for both).
-import { dirname, join, relative, sep } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 import { chapterNames } from "./test-plan/plan.js";
@@ -26,62 +26,69 @@ const host: ts.FormatDiagnosticsHost = {
   getNewLine: () => "\n",
 };
 
-/** Type errors of one project; with `build`, its build config's outputs for the files under the build's rootDir. */
-function compile(checkConfig: string, buildConfig: string | undefined): readonly ts.Diagnostic[] {
+const slashes = (path: string): string => path.replace(/\\/g, "/");
+
+/** A project checked in one pass, and the program that checked it (lint reads its types from the same). */
+export interface Compiled {
+  readonly name: string;
+  readonly program: ts.Program;
+  readonly diagnostics: readonly ts.Diagnostic[];
+  /** What the pass did, for the log line. */
+  readonly what: string;
+}
+
+/**
+ * One program over `checkConfig`'s files (a chapter's src and tests). With `buildConfig` it takes the build's
+ * options (rootDir src, outDir dist, emit on) and, when nothing is wrong, writes the files under that rootDir:
+ * the tests are checked but never emitted, so their "not under rootDir" notice is no error of this pass.
+ */
+function compile(name: string, checkConfig: string, buildConfig: string | undefined): Compiled {
   const check = parsedConfig(checkConfig);
-  if (buildConfig === undefined) {
-    const program = ts.createProgram({ rootNames: check.fileNames, options: check.options });
-    return [...check.errors, ...ts.getPreEmitDiagnostics(program)];
-  }
-  // The build's options (rootDir src, outDir dist, emit on) over the check's files (src and tests): the tests
-  // are checked but never emitted, so their "not under rootDir" notice is not an error of this pass.
-  const build = parsedConfig(buildConfig);
-  const program = ts.createProgram({ rootNames: check.fileNames, options: build.options });
-  const rootDir = build.options.rootDir ?? dirname(buildConfig);
-  const emitted = new Set(build.fileNames.map((name) => ts.sys.resolvePath(name)));
-  const tests = `${dirname(checkConfig).split(sep).join("/")}/tests/`;
-  const real = [...check.errors, ...build.errors, ...ts.getPreEmitDiagnostics(program)].filter(
+  const build = buildConfig === undefined ? undefined : parsedConfig(buildConfig);
+  const program = ts.createProgram({ rootNames: check.fileNames, options: (build ?? check).options });
+  const tests = `${slashes(dirname(checkConfig))}/tests/`;
+  const diagnostics = [...check.errors, ...(build?.errors ?? []), ...ts.getPreEmitDiagnostics(program)].filter(
     (diagnostic) =>
       diagnostic.code !== 6059 || !ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n").includes(tests),
   );
-  if (real.length > 0) return real;
+  if (build === undefined || buildConfig === undefined) return { name, program, diagnostics, what: "checked" };
+  const what = `checked, src/ written to ${slashes(relative(repository, join(dirname(buildConfig), "dist")))}`;
+  if (diagnostics.length > 0) return { name, program, diagnostics, what };
+  const rootDir = `${slashes(ts.sys.resolvePath(build.options.rootDir ?? dirname(buildConfig)))}/`;
+  const emitted = new Set(build.fileNames.map((file) => slashes(ts.sys.resolvePath(file))));
   for (const source of program.getSourceFiles()) {
-    if (!emitted.has(ts.sys.resolvePath(source.fileName))) continue;
-    if (!ts.sys.resolvePath(source.fileName).startsWith(ts.sys.resolvePath(rootDir) + sep)) continue;
+    const file = slashes(ts.sys.resolvePath(source.fileName));
+    if (!emitted.has(file) || !file.startsWith(rootDir)) continue;
     const result = program.emit(source);
-    if (result.emitSkipped || result.diagnostics.length > 0) return result.diagnostics;
+    if (result.emitSkipped || result.diagnostics.length > 0)
+      return { name, program, diagnostics: result.diagnostics, what };
   }
-  return [];
+  return { name, program, diagnostics, what };
 }
 
-function main(argv: readonly string[]): number {
-  const emit = argv.includes("--emit");
-  const projects: { name: string; check: string; build?: string }[] = [
-    { name: "scripts and configs", check: join(repository, "tsconfig.json") },
-    ...chapterNames(join(repository, "code", "chapters")).map((chapter) => {
-      const folder = join(repository, "code", "chapters", chapter);
-      return {
-        name: chapter,
-        check: join(folder, "tsconfig.json"),
-        ...(emit ? { build: join(folder, "tsconfig.build.json") } : {}),
-      };
-    }),
-  ];
+/**
+ * Checks the root project and every snapshot, each in one pass, printing a line per project (and every error);
+ * with `emit`, each snapshot's src/ is written to its dist/ in the same pass.
+ */
+export function compileProjects(emit: boolean): { programs: ts.Program[]; failed: boolean } {
+  const chapters = chapterNames(join(repository, "code", "chapters"));
+  const programs: ts.Program[] = [];
   let failed = false;
-  for (const project of projects) {
+  for (const chapter of [undefined, ...chapters]) {
     const started = Date.now();
-    const diagnostics = compile(project.check, project.build);
-    const what =
-      project.build === undefined
-        ? "checked"
-        : `checked, src/ written to ${relative(repository, join(dirname(project.build), "dist"))}`;
-    if (diagnostics.length > 0) {
+    const folder = chapter === undefined ? repository : join(repository, "code", "chapters", chapter);
+    const build = chapter !== undefined && emit ? join(folder, "tsconfig.build.json") : undefined;
+    const compiled = compile(chapter ?? "scripts and configs", join(folder, "tsconfig.json"), build);
+    programs.push(compiled.program);
+    if (compiled.diagnostics.length > 0) {
       failed = true;
-      console.error(ts.formatDiagnosticsWithColorAndContext(diagnostics, host));
-      console.error(`${project.name}: ${diagnostics.length} error(s)`);
-    } else console.log(`${project.name}: ${what} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+      console.error(ts.formatDiagnosticsWithColorAndContext(compiled.diagnostics, host));
+      console.error(`${compiled.name}: ${compiled.diagnostics.length} error(s)`);
+    } else console.log(`${compiled.name}: ${compiled.what} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
   }
-  return failed ? 1 : 0;
+  return { programs, failed };
 }
 
-process.exitCode = main(process.argv.slice(2));
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  process.exitCode = compileProjects(process.argv.includes("--emit")).failed ? 1 : 0;
+}

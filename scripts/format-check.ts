@@ -10,7 +10,8 @@ import * as prettier from "prettier";
 const repository = fileURLToPath(new URL("../", import.meta.url));
 const ignorePath = [join(repository, ".gitignore"), join(repository, ".prettierignore")];
 
-async function main(): Promise<number> {
+/** Prettier's check, each distinct input once; prints what is off and false when anything is. */
+export async function formatCheck(): Promise<boolean> {
   const started = Date.now();
   const listed = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard", "-z"], {
     cwd: repository,
@@ -41,7 +42,9 @@ async function main(): Promise<number> {
   if (unformatted.length > 0)
     console.log(`[warn] Code style issues found in ${unformatted.length} files. Run Prettier with --write to fix.`);
   console.log(`format: ${files} files, ${groups.size} distinct inputs checked (${seconds} s)`);
-  return unformatted.length > 0 ? 1 : 0;
+  return unformatted.length === 0;
 }
 
-process.exitCode = await main();
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  process.exitCode = (await formatCheck()) ? 0 : 1;
+}

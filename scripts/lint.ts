@@ -7,9 +7,10 @@ import { createHash } from "node:crypto";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ESLint } from "eslint";
+import type ts from "typescript";
 import { snapshotFiles } from "./verify-snapshots.js";
 import { importClosure } from "./test-plan/closure.js";
-import { chapterNames } from "./test-plan/plan.js";
+import { chapterNames, dependencyFields } from "./test-plan/plan.js";
 
 const repository = fileURLToPath(new URL("../", import.meta.url));
 const LINTED = /\.(?:[cm]?[jt]s)$/;
@@ -44,16 +45,26 @@ function lintKeys(files: readonly string[]): Map<string, string> {
       .map(([path]) => path);
     for (const path of files.filter((file) => file.startsWith(prefix))) {
       const inside = path.slice(prefix.length);
-      const inputs = [...importClosure([inside, ...global], snapshot), "tsconfig.json", "package.json"].sort();
-      keys.set(path, sha256(JSON.stringify(inputs.map((input) => [input, sha256(snapshot.get(input) ?? "")]))));
+      const inputs = [...importClosure([inside, ...global], snapshot), "tsconfig.json"].sort();
+      const hashes = inputs.map((input) => [input, sha256(snapshot.get(input) ?? "")]);
+      keys.set(path, sha256(JSON.stringify([hashes, dependencyFields(snapshot.get("package.json"))])));
     }
   }
   return keys;
 }
 
-async function main(): Promise<number> {
+/**
+ * Lints the repository, each distinct input once, and prints the report; false when any file has an error.
+ * `programs` (from compile.ts, one per project) give the type-aware rules their types without a second
+ * compilation; without them ESLint's project service builds its own.
+ */
+export async function lint(programs?: readonly ts.Program[]): Promise<boolean> {
   const started = Date.now();
-  const eslint = new ESLint({ cwd: repository });
+  const overrideConfig =
+    programs === undefined
+      ? undefined
+      : { files: ["**/*.ts"], languageOptions: { parserOptions: { projectService: false, programs: [...programs] } } };
+  const eslint = new ESLint({ cwd: repository, ...(overrideConfig === undefined ? {} : { overrideConfig }) });
   const files = await lintableFiles(eslint);
   const keys = lintKeys(files);
   /** key → every file with that key; the first of each is linted. */
@@ -75,7 +86,9 @@ async function main(): Promise<number> {
   const errors = results.reduce((sum, result) => sum + result.errorCount + result.fatalErrorCount, 0);
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   console.log(`lint: ${files.length} files, ${groups.size} distinct inputs linted, ${errors} errors (${seconds} s)`);
-  return errors > 0 ? 1 : 0;
+  return errors === 0;
 }
 
-process.exitCode = await main();
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  process.exitCode = (await lint()) ? 0 : 1;
+}

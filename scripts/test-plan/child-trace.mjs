@@ -4,6 +4,7 @@
 import { appendFileSync } from "node:fs";
 import { register } from "node:module";
 import { join } from "node:path";
+import process from "node:process";
 import { installFsRecorder, isSnapshotPath, TRACE_DIR_VARIABLE } from "./fs-recorder.mjs";
 
 const dir = process.env[TRACE_DIR_VARIABLE];

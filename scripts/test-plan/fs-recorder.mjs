@@ -1,9 +1,10 @@
 // Records which snapshot files a process opens, lists or probes through `node:fs`, for the test-plan tracer.
 // Plain JavaScript, because a started Node process loads it (child-trace.mjs) before tsx is there to compile.
+import { Buffer } from "node:buffer";
 import fs from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
 import { isAbsolute, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, URL } from "node:url";
 
 /** The environment variable naming the folder where started processes write what they touched. */
 export const TRACE_DIR_VARIABLE = "AGENT_TEST_TRACE_DIR";

@@ -4,7 +4,6 @@
 // whole chapter gate.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -83,7 +82,7 @@ function runPlanned(entries: readonly PlanEntry[]): number {
   const started = Date.now();
   const folder = mkdtempSync(join(tmpdir(), "agent-test-plan-"));
   const reportFile = join(folder, "report.json");
-  const vitest = createRequire(import.meta.url).resolve("vitest/vitest.mjs");
+  const vitest = join(repository, "node_modules", "vitest", "vitest.mjs");
   const run = spawnSync(
     process.execPath,
     [vitest, "run", "--reporter=default", "--reporter=json", `--outputFile.json=${reportFile}`],

@@ -50,7 +50,8 @@ export function chapterNames(chaptersDir: string): string[] {
 
 const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex");
 
-function dependencyFields(packageJson: string | undefined): string {
+/** A hash of what in a package.json decides which packages its code loads (`absent` without one). */
+export function dependencyFields(packageJson: string | undefined): string {
   if (packageJson === undefined) return ABSENT;
   const parsed = JSON.parse(packageJson) as Record<string, unknown>;
   return sha256(JSON.stringify(DEPENDENCY_FIELDS.map((field) => [field, parsed[field] ?? null])));

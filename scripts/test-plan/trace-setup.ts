@@ -46,6 +46,8 @@ function childTouches(): string[] {
   return paths;
 }
 
+// vitest hands the file's suite as the second argument, and insists the first be a destructuring pattern.
+// eslint-disable-next-line no-empty-pattern
 afterAll(({}, suite) => {
   const { chapter, tests } = inject("testInputs");
   const testFile = relative(join(chaptersRoot, chapter), suite.file.filepath).split(sep).join("/");

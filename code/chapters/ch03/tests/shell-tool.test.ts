@@ -7,17 +7,15 @@ import { OutputBuffer } from "../src/adapters/output-buffer.js";
 import {
   commandEnvironment,
   isSecretVariable,
-  OUTPUT_CAP_CHARS,
   PowerShellRunner,
   SECRET_NAME_PATTERNS,
 } from "../src/adapters/powershell.js";
-import type { CommandRunner } from "../src/core/commands.js";
+import type { CommandResult, CommandRunner } from "../src/core/commands.js";
 import { toolCall } from "../src/core/messages.js";
 import { ToolRegistry, type ToolContext, type ToolResult } from "../src/core/tools.js";
 import { createChapterOneTools, createShellTool, shellInputSchema } from "../src/features/builtin-tools.js";
 import { commandResult, FakeCommandRunner, unstartableRunner } from "./support/fakes.js";
 import { powershell } from "./support/powershell.js";
-import { isAlive } from "./support/processes.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
 
 let workspace: string;
@@ -155,150 +153,44 @@ describe("a handler's invalid return value", () => {
 });
 
 describe.skipIf(powershell === undefined)("the shell tool over real PowerShell", () => {
-  const runner = new PowerShellRunner();
-
-  it("starts in the workspace and returns the output with exit code 0", async () => {
-    expect(await runner.run("Write-Output hello; (Get-Location).Path", workspace)).toStrictEqual({
-      output: `hello\n${workspace}`,
-      exitCode: 0,
-      timedOut: false,
-      truncated: false,
-    });
-  });
-
+  // One call end to end, tool over the real runner; what the runner returns for every other case is in
+  // powershell-runner.test.ts, and what the tool makes of exactly those results is in the table below.
   it("the output of Write-Output 42 reaches the model as 42", async () => {
-    expect(await shell(runner, "Write-Output 42")).toStrictEqual({ content: "42", isError: false });
+    expect(await shell(new PowerShellRunner(), "Write-Output 42")).toStrictEqual({ content: "42", isError: false });
   });
+});
 
-  it("renders formatted output as plain text: no ANSI colour codes reach the model, whatever the host", async () => {
-    const result = await runner.run(
-      "$PSStyle.OutputRendering; New-Item -ItemType File -Path colour.txt | Out-Null; Get-ChildItem; Write-Error 'boom'",
-      workspace,
-    );
-    expect(result.output.split("\n")[0]).toBe("PlainText");
-    expect(result.output).toContain("colour.txt");
-    expect(result.output).not.toContain("\u001b");
-  });
+const FLOOD_KEPT = `HEAD\n${"x".repeat(50_000 - 5)}`;
 
-  it("an error reaches the model as the text PowerShell prints, not as CLIXML with escaped colour codes", async () => {
-    const result = await runner.run("Get-Content missing.txt", workspace);
-    expect(result.exitCode).toBe(1);
-    expect(result.output).not.toContain("CLIXML");
-    expect(result.output).not.toContain("_x001B_");
-    expect(result.output).not.toContain("\u001b");
-    expect(result.output).toMatch(/^Get-Content: /);
-    expect(result.output).toContain("because it does not exist.");
-  });
-
-  it("reads and writes UTF-8: non-ASCII text, quotes, dollars and backticks pass through untouched", async () => {
-    const result = await runner.run("$v = '中文 é ✓ 😀 \"b\" $c `d ; rm -rf /'\nWrite-Output $v", workspace);
-    expect(result.output).toBe('中文 é ✓ 😀 "b" $c `d ; rm -rf /');
-  });
-
-  it("merges stderr with stdout in the order it was written", async () => {
-    const result = await runner.run(
-      "Write-Output one; Start-Sleep -Milliseconds 300; [Console]::Error.WriteLine('two'); " +
-        "Start-Sleep -Milliseconds 300; Write-Output three",
-      workspace,
-    );
-    expect(result.output).toBe("one\ntwo\nthree");
-  });
-
-  it("does not hand the command the agent's credentials", async () => {
-    process.env.AGENT_TUTORIAL_TEST_API_KEY = "sk-must-not-leak";
-    process.env.AGENT_TUTORIAL_TEST_PLAIN = "visible";
-    try {
-      const result = await runner.run(
-        'Write-Output "[$env:AGENT_TUTORIAL_TEST_API_KEY][$env:AGENT_TUTORIAL_TEST_PLAIN]"',
-        workspace,
-      );
-      expect(result.output).toBe("[][visible]");
-    } finally {
-      delete process.env.AGENT_TUTORIAL_TEST_API_KEY;
-      delete process.env.AGENT_TUTORIAL_TEST_PLAIN;
-    }
-  });
-
-  it("does not hand the command credentials named the common ways either", async () => {
-    const names = ["MYSQL_PWD", "GITHUB_PAT", "DATABASE_URL", "SENTRY_DSN", "NPM_CONFIG__AUTH"];
-    for (const name of names) process.env[`AGENT_TUTORIAL_TEST_${name}`] = "must-not-leak";
-    try {
-      const script = names.map((name) => `"[$env:AGENT_TUTORIAL_TEST_${name}]"`).join(" + ");
-      expect((await runner.run(`Write-Output (${script})`, workspace)).output).toBe("[][][][][]");
-    } finally {
-      for (const name of names) Reflect.deleteProperty(process.env, `AGENT_TUTORIAL_TEST_${name}`);
-    }
-  });
-
-  it("a non-zero exit code reaches the model as shell_failed with the output", async () => {
-    expect(await runner.run("Write-Output partial; exit 3", workspace)).toStrictEqual({
-      output: "partial",
-      exitCode: 3,
-      timedOut: false,
-      truncated: false,
-    });
-    expect(await shell(runner, "Write-Output x; exit 4")).toStrictEqual({
-      content: "Error [shell_failed]: PowerShell exited with code 4\nx",
-      isError: true,
-      errorCode: "shell_failed",
-    });
-  });
-
-  it("a command with no output, or only empty lines, reaches the model as (no output)", async () => {
-    expect(await shell(runner, "$null")).toStrictEqual({ content: "(no output)", isError: false });
-    expect(await shell(runner, "Write-Output ''; Write-Output ''")).toStrictEqual({
-      content: "(no output)",
-      isError: false,
-    });
-  });
-
-  it("drops only the final line breaks: empty lines inside the output stay", async () => {
-    const result = await runner.run("Write-Output a; Write-Output ''; Write-Output b; Write-Output ''", workspace);
-    expect(result.output).toBe("a\n\nb");
-  });
-
-  it("on timeout kills the whole process tree, grandchildren included, and reports shell_timeout", async () => {
-    // pwsh starts sh, which starts a background sleep and prints its pid: a grandchild of pwsh.
-    // Generous: pwsh alone can take seconds to start on a loaded machine.
-    const slow = new PowerShellRunner({ timeoutMs: 12_000 });
-    const result = await slow.run("sh -c 'sleep 300 & echo $!; wait'", workspace);
-    const pid = Number(result.output.trim().split("\n")[0]);
-    expect(result).toStrictEqual({ output: `${pid}`, exitCode: null, timedOut: true, truncated: false });
-    expect(pid).toBeGreaterThan(0);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(isAlive(pid)).toBe(false);
-    expect(await shell(new FakeCommandRunner(result), "x")).toStrictEqual({
-      content: `Error [shell_timeout]: ${pid}`,
-      isError: true,
-      errorCode: "shell_timeout",
-    });
-  });
-
-  it("keeps the first 50,000 characters of a flood and says [output truncated]", async () => {
-    expect(OUTPUT_CAP_CHARS).toBe(50_000);
-    const flood = "Write-Output 'HEAD'; [Console]::Out.Write('x' * 2MB); Write-Output 'TAIL'";
-    const result = await runner.run(flood, workspace);
-    expect(result).toStrictEqual({
-      output: `HEAD\n${"x".repeat(50_000 - 5)}`,
-      exitCode: 0,
-      timedOut: false,
-      truncated: true,
-    });
-    expect(await shell(runner, flood)).toStrictEqual({
-      content: `HEAD\n${"x".repeat(50_000 - 5)}\n[output truncated]`,
-      isError: false,
-    });
-  });
-
-  it("counts the cap in characters, not bytes", async () => {
-    const result = await runner.run("[Console]::Out.Write('中' * 60000)", workspace);
-    expect(result.output).toBe("中".repeat(50_000));
-    expect(result.truncated).toBe(true);
-  });
-
-  it("output of exactly 50,000 characters is not truncated", async () => {
-    const result = await runner.run("[Console]::Out.Write('y' * 50000)", workspace);
-    expect(result).toStrictEqual({ output: "y".repeat(50_000), exitCode: 0, timedOut: false, truncated: false });
+describe("what the tool makes of the results real PowerShell returns (powershell-runner.test.ts)", () => {
+  it.each<[string, CommandResult, ToolResult]>([
+    [
+      "Write-Output x; exit 4",
+      { output: "x", exitCode: 4, timedOut: false, truncated: false },
+      { content: "Error [shell_failed]: PowerShell exited with code 4\nx", isError: true, errorCode: "shell_failed" },
+    ],
+    [
+      "$null",
+      { output: "", exitCode: 0, timedOut: false, truncated: false },
+      { content: "(no output)", isError: false },
+    ],
+    [
+      "Write-Output ''; Write-Output ''",
+      { output: "", exitCode: 0, timedOut: false, truncated: false },
+      { content: "(no output)", isError: false },
+    ],
+    [
+      "a timed-out sh that printed its background sleep's pid",
+      { output: "4242", exitCode: null, timedOut: true, truncated: false },
+      { content: "Error [shell_timeout]: 4242", isError: true, errorCode: "shell_timeout" },
+    ],
+    [
+      "a 2 MB flood after HEAD",
+      { output: FLOOD_KEPT, exitCode: 0, timedOut: false, truncated: true },
+      { content: `${FLOOD_KEPT}\n[output truncated]`, isError: false },
+    ],
+  ])("%s", async (_command, result, expected) => {
+    expect(await shell(new FakeCommandRunner(result), "x")).toStrictEqual(expected);
   });
 });
 
