@@ -13,6 +13,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { docProblems } from "./doc-rules.js";
+import { timingProblems } from "./gate-timing.js";
 import { testPlan, type PlanEntry } from "./test-plan/plan.js";
 
 /** Tests per file of one chapter's gate, as `vitest list` names the files (`tests/x.test.ts`). */
@@ -127,6 +128,8 @@ export function verifyGuides(
   const ruleProblems = docs.flatMap((file) => docProblems(file, readFileSync(join(repo, file), "utf8"), scripts));
   if (problems.length > 0) problems.unshift("Guides state counts the tests do not have:");
   if (ruleProblems.length > 0) problems.push("Guides and docs break the writing rules:", ...ruleProblems);
+  const timing = timingProblems(repo);
+  if (timing.length > 0) problems.push("Docs state gate times that were not measured:", ...timing);
   return { guides, docs, problems };
 }
 

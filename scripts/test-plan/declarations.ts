@@ -31,6 +31,7 @@ export const DECLARATIONS: Readonly<Record<string, TestDeclaration>> = {
   // Reads every source file's imports.
   "tests/layering.test.ts": { reads: ["src/**"] },
   "tests/process-lifetime.test.ts": { spawns: ["tests/support/cli-child.ts"] },
+  "tests/shell-flood.test.ts": { spawns: ["tests/support/shell-flood-probe.ts"] },
 };
 
 export function declarationFor(testFile: string): TestDeclaration {

@@ -1,10 +1,10 @@
 import { mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { OUTPUT_CAP_CHARS, PowerShellRunner } from "../src/adapters/powershell.js";
 import { powershell } from "./support/powershell.js";
-import { isAlive } from "./support/processes.js";
+import { eventually, isAlive, killQuietly, readPid } from "./support/processes.js";
 
 // The runner over real PowerShell, on its own: what it returns is checked exactly here, and what the shell tool
 // makes of exactly those results in shell-tool.test.ts. Only the runner is imported, so a chapter that changes
@@ -150,3 +150,45 @@ describe.skipIf(powershell === undefined)("PowerShellRunner over real PowerShell
     expect(result).toStrictEqual({ output: "y".repeat(50_000), exitCode: 0, timedOut: false, truncated: false });
   });
 });
+
+describe.skipIf(powershell === undefined || process.platform === "win32")(
+  "a finished command takes its background children along",
+  () => {
+    /** Every sleeper a test learned, killed with its group afterwards, so a failing test leaves none behind. */
+    const sleepers: number[] = [];
+    afterEach(() => {
+      sleepers.splice(0).forEach(killQuietly);
+    });
+
+    it.each([
+      [
+        "Start-Process",
+        "$p = Start-Process -FilePath sleep -ArgumentList 300 -PassThru; Set-Content -Path sleeper.tmp -Value $p.Id; " +
+          "Move-Item sleeper.tmp sleeper.pid; 'started'",
+      ],
+      [
+        "a & job",
+        "$job = sh -c 'echo $$ > sleeper.tmp; mv sleeper.tmp sleeper.pid; exec sleep 300' &; " +
+          "while (-not (Test-Path sleeper.pid)) { Start-Sleep -Milliseconds 100 }; 'started'",
+      ],
+      [
+        "nohup",
+        "sh -c 'nohup sleep 300 >/dev/null 2>&1 & echo $! > sleeper.tmp; mv sleeper.tmp sleeper.pid'; 'started'",
+      ],
+    ])(
+      "a sleeper started with %s is gone once the command has returned",
+      async (_how, command) => {
+        // A folder of its own, so one case never reads the pid file another case wrote.
+        const folder = await mkdtemp(join(workspace, "children-"));
+        const result = await new PowerShellRunner().run(command, folder);
+        expect(result).toStrictEqual({ output: "started", exitCode: 0, timedOut: false, truncated: false });
+        const pidPath = join(folder, "sleeper.pid");
+        await eventually(() => readPid(pidPath) !== undefined, "sleeper.pid to be written");
+        const sleeper = readPid(pidPath) as number;
+        sleepers.push(sleeper);
+        await eventually(() => !isAlive(sleeper), `sleeper ${sleeper} to be gone`);
+      },
+      90_000,
+    );
+  },
+);

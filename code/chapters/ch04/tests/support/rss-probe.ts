@@ -1,11 +1,10 @@
 // Runs one heavy tool call in its own process and prints its peak RSS, so a test can hold the
 // agent's memory to a budget without the test runner's own allocations in the way.
-// Usage: node --import tsx rss-probe.ts <baseline|read|glob|flood> <workspace> [path, pattern or command]
+// Usage: node --import tsx rss-probe.ts <baseline|read|glob> <workspace> [path or pattern]
 import { NodeWorkspaceFileSystem } from "../../src/adapters/filesystem.js";
-import { PowerShellRunner } from "../../src/adapters/powershell.js";
 import { toolCall } from "../../src/core/messages.js";
 import type { ToolResult } from "../../src/core/tools.js";
-import { createChapterTwoTools, createShellTool } from "../../src/features/builtin-tools.js";
+import { createChapterTwoTools } from "../../src/features/builtin-tools.js";
 
 const [mode, workspace = "", arg = ""] = process.argv.slice(2);
 // Chapter 2's registry over the real file system; its shell is never called here.
@@ -35,12 +34,6 @@ switch (mode) {
     const result = await invoke("glob", { pattern: arg });
     const lines = result.content.split("\n");
     summary = { isError: result.isError, lines: lines.length, last: lines.at(-1) };
-    break;
-  }
-  case "flood": {
-    const shell = createShellTool(new PowerShellRunner());
-    const result = await shell.handler({ command: arg }, { workspace, identity: "user" });
-    summary = { isError: result.isError, length: result.content.length, tail: result.content.slice(-300) };
     break;
   }
   default:
