@@ -1,7 +1,7 @@
 // The measured gate times (docs/gate-timing.json, written by `npm run measure:gate`) and the text made from
 // them: the table in docs/snapshots.md and the sentence in README.md that says how long `npm test` takes.
 // verify:guides checks both against the JSON, so neither can state a time that was not measured.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export interface SideTiming {
@@ -68,4 +68,21 @@ export function timingProblems(repo: string): string[] {
     problems.push(`README.md: does not say how long npm test took as measured (${readmeSentence(timing)})`);
   }
   return problems;
+}
+
+/** Writes `timing` into the table of docs/snapshots.md and the sentence of README.md. */
+export function applyTiming(repo: string, timing: GateTiming): void {
+  const snapshotsFile = join(repo, "docs", "snapshots.md");
+  const snapshots = readFileSync(snapshotsFile, "utf8");
+  const start = snapshots.indexOf(TABLE_START);
+  const end = snapshots.indexOf(TABLE_END);
+  if (start < 0 || end < start) throw new Error("docs/snapshots.md has no gate-timing table to replace");
+  writeFileSync(
+    snapshotsFile,
+    snapshots.slice(0, start) + renderTiming(timing) + snapshots.slice(end + TABLE_END.length),
+  );
+  const readmeFile = join(repo, "README.md");
+  const readme = readFileSync(readmeFile, "utf8");
+  if (!/实测 [\d.]+ 秒/.test(readme)) throw new Error("README.md has no 实测 … 秒 sentence to replace");
+  writeFileSync(readmeFile, readme.replace(/实测 [\d.]+ 秒/, readmeSentence(timing)));
 }

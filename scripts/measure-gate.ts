@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { renderTiming, type GateTiming, type SideTiming } from "./gate-timing.js";
+import { applyTiming, renderTiming, type GateTiming, type SideTiming } from "./gate-timing.js";
 
 const repository = fileURLToPath(new URL("../", import.meta.url));
 
@@ -63,7 +63,9 @@ function main(argv: readonly string[]): void {
       current: after,
     };
     writeFileSync(join(repository, "docs", "gate-timing.json"), `${JSON.stringify(timing, null, 2)}\n`);
+    applyTiming(repository, timing);
     console.log(renderTiming(timing));
+    console.log("Wrote docs/gate-timing.json, its table in docs/snapshots.md and the npm test time in README.md.");
   } finally {
     git("worktree", "remove", "--force", worktree);
     rmSync(join(worktree, ".."), { recursive: true, force: true });
