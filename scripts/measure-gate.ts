@@ -37,6 +37,8 @@ function runSide(folder: string, revision: string, steps: readonly (readonly str
       cwd: folder,
       stdio: ["ignore", "ignore", "inherit"],
       env: { ...process.env, CI: "true" },
+      // npm is npm.cmd on Windows, which only a shell starts.
+      shell: process.platform === "win32",
     });
     if (run.status !== 0) throw new Error(`${step} failed at ${revision} (exit ${run.status ?? run.signal ?? "?"})`);
     times.push({ step, seconds: Math.round(Number(process.hrtime.bigint() - started) / 1e8) / 10 });

@@ -14,6 +14,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { docProblems } from "./doc-rules.js";
 import { timingProblems } from "./gate-timing.js";
+import { costProblems } from "./test-plan/cost.js";
+import { countKey, readCountCache, writeCountCache, type GateCounts } from "./test-plan/count-cache.js";
 import { testPlan, type PlanEntry } from "./test-plan/plan.js";
 
 /** Tests per file of one chapter's gate, as `vitest list` names the files (`tests/x.test.ts`). */
@@ -56,14 +58,41 @@ export function guideProblems(guideName: string, guide: string, counts: TestCoun
 }
 
 /** Tests per file of each chapter's gate: chapter (`ch03`) → counts. */
-export type GateCounts = ReadonlyMap<string, TestCounts>;
+export type { GateCounts };
 
 /**
- * One `vitest list` over the test plan (scripts/test-plan): the files each chapter runs are collected, and a
- * file the plan reuses has the count of the run it reuses, since its inputs are the same bytes.
+ * Each chapter's counts over the test plan (scripts/test-plan): a file the plan runs has its count from the
+ * count cache when its inputs are unchanged since it was counted, else from one `vitest list` of the files
+ * not cached; a file the plan reuses has the count of the run it reuses, since its inputs are the same bytes.
  */
 export function countTests(repo: string): GateCounts {
-  const output = execFileSync(process.execPath, [vitestBin(repo), "list"], {
+  const plan = testPlan(join(repo, "code", "chapters"));
+  const cache = readCountCache(repo);
+  const ran = new Map<string, Map<string, number>>();
+  const missing: PlanEntry[] = [];
+  for (const entry of plan.entries.filter((row) => row.action === "run")) {
+    const inputs = plan.inputs.get(entry.chapter)?.get(entry.file);
+    const count = inputs === undefined ? undefined : cache.get(countKey(entry.file, inputs));
+    if (count === undefined) missing.push(entry);
+    else ran.set(entry.chapter, (ran.get(entry.chapter) ?? new Map<string, number>()).set(entry.file, count));
+  }
+  if (missing.length > 0) {
+    const listed = listTests(
+      repo,
+      missing.map((entry) => join("code", "chapters", entry.chapter, entry.file)),
+    );
+    writeCountCache(repo, plan, listed);
+    for (const [chapter, files] of listed) {
+      for (const [file, count] of files)
+        ran.set(chapter, (ran.get(chapter) ?? new Map<string, number>()).set(file, count));
+    }
+  }
+  return withReused(ran, plan.entries);
+}
+
+/** `vitest list` of `files` (repository-relative), counted per chapter and file. */
+function listTests(repo: string, files: readonly string[]): GateCounts {
+  const output = execFileSync(process.execPath, [vitestBin(repo), "list", ...files], {
     cwd: repo,
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
@@ -78,7 +107,7 @@ export function countTests(repo: string): GateCounts {
     chapterCounts.set(file, (chapterCounts.get(file) ?? 0) + 1);
     counts.set(chapter, chapterCounts);
   }
-  return withReused(counts, testPlan(join(repo, "code", "chapters")).entries);
+  return counts;
 }
 
 /** `counts` of the files that ran, completed with the reused files' counts from the chapters that ran them. */
@@ -128,6 +157,8 @@ export function verifyGuides(
   const ruleProblems = docs.flatMap((file) => docProblems(file, readFileSync(join(repo, file), "utf8"), scripts));
   if (problems.length > 0) problems.unshift("Guides state counts the tests do not have:");
   if (ruleProblems.length > 0) problems.push("Guides and docs break the writing rules:", ...ruleProblems);
+  const cost = costProblems(repo, testPlan(join(repo, "code", "chapters")));
+  if (cost.length > 0) problems.push("Docs state test-plan costs the plan does not have:", ...cost);
   const timing = timingProblems(repo);
   if (timing.length > 0) problems.push("Docs state gate times that were not measured:", ...timing);
   return { guides, docs, problems };

@@ -3,7 +3,7 @@
 import { Buffer } from "node:buffer";
 import fs from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
-import { isAbsolute, resolve } from "node:path";
+import { resolve } from "node:path";
 import { fileURLToPath, URL } from "node:url";
 
 /** The environment variable naming the folder where started processes write what they touched. */
@@ -87,7 +87,8 @@ export function installFsRecorder(onPath) {
   const record = (argument) => {
     const named = pathOf(argument);
     if (named === undefined) return;
-    const path = isAbsolute(named) ? named : resolve(named);
+    // resolve() also gives Windows' own separators to a path written with forward slashes.
+    const path = resolve(named);
     if (path.startsWith(chaptersRoot)) fs[CURRENT](path);
   };
   for (const [target, names] of [

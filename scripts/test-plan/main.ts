@@ -8,7 +8,9 @@ import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { reportGuides, withReused } from "../verify-guides.js";
-import { testPlan, type PlanEntry } from "./plan.js";
+import { testsAffectedBy, writeCost } from "./cost.js";
+import { writeCountCache } from "./count-cache.js";
+import { testPlan, type PlanEntry, type TestPlan } from "./plan.js";
 
 const repository = fileURLToPath(new URL("../../", import.meta.url));
 const chaptersDir = join(repository, "code", "chapters");
@@ -78,7 +80,8 @@ export function chapterSummary(entries: readonly PlanEntry[], runs: ReadonlyMap<
   });
 }
 
-function runPlanned(entries: readonly PlanEntry[]): number {
+function runPlanned(plan: TestPlan): number {
+  const { entries } = plan;
   const started = Date.now();
   const folder = mkdtempSync(join(tmpdir(), "agent-test-plan-"));
   const reportFile = join(folder, "report.json");
@@ -110,19 +113,33 @@ function runPlanned(entries: readonly PlanEntry[]): number {
     if (chapter === undefined || !/^ch\d\d$/.test(chapter)) continue;
     ranCounts.set(chapter, (ranCounts.get(chapter) ?? new Map<string, number>()).set(file.join("/"), run.tests));
   }
-  const guidesAgree = reportGuides(repository, withReused(ranCounts, entries));
+  writeCountCache(repository, plan, ranCounts);
+  const guidesAgree = reportGuides(repository, withReused(ranCounts, plan.entries));
   const skipped = report.numPendingTests + report.numTodoTests;
   console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped`);
   return run.status === 0 && guidesAgree ? 0 : 1;
 }
 
 function main(argv: readonly string[]): number {
-  const { entries } = testPlan(chaptersDir);
+  const plan = testPlan(chaptersDir);
+  const { entries } = plan;
+  if (argv[0] === "--changed") {
+    // What a next chapter that changes these files (snapshot-relative) would run of the newest one's tests.
+    const affected = testsAffectedBy(plan, argv.slice(1));
+    for (const file of affected) console.log(file);
+    console.log(`${plural(affected.length, "test file")} would run, besides the new chapter's own`);
+    return 0;
+  }
+  if (argv.includes("--write-docs")) {
+    writeCost(repository, plan);
+    console.log("Wrote the test-plan-cost table in docs/snapshots.md; review its diff.");
+    return 0;
+  }
   if (argv.includes("--json")) {
     console.log(JSON.stringify(entries, null, 2));
     return 0;
   }
-  if (argv.includes("--run")) return runPlanned(entries);
+  if (argv.includes("--run")) return runPlanned(plan);
   for (const entry of entries) {
     const action = entry.action === "reuse" ? `reuse ${entry.reusedFrom ?? ""}` : "run";
     console.log(`${entry.chapter} ${entry.file}: ${action} (${entry.why})`);

@@ -1,6 +1,6 @@
 // The check behind the tracer: which of the paths a test touched are snapshot files outside its inputs.
 import { statSync } from "node:fs";
-import { join, relative, sep } from "node:path";
+import { join, relative, resolve, sep } from "node:path";
 import { readCovers } from "./declarations.js";
 import { chaptersRoot, isSnapshotPath } from "./fs-recorder.mjs";
 import type { TestInputs } from "./plan.js";
@@ -27,7 +27,9 @@ export function undeclaredTouches(
 ): string[] {
   const own = join(root, chapter);
   const problems = new Set<string>();
-  for (const path of touched) {
+  for (const touchedPath of touched) {
+    // vitest names modules with forward slashes on Windows too: compare in the platform's own form.
+    const path = resolve(touchedPath);
     if (!isSnapshotPath(path, root)) continue;
     const inside = relative(own, path).split(sep).join("/");
     if (inside === testFile) continue;

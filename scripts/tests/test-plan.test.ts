@@ -7,6 +7,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importClosure } from "../test-plan/closure.js";
+import { testsAffectedBy } from "../test-plan/cost.js";
 import { declarationFor, globPattern, readCovers } from "../test-plan/declarations.js";
 import { chapterNames, testPlan, type PlanEntry, type TestPlan } from "../test-plan/plan.js";
 import { undeclaredTouches } from "../test-plan/undeclared.js";
@@ -118,6 +119,8 @@ function changeInAddedChapter(path: string, mustRun: readonly string[]): void {
     .filter((entry) => entry.chapter === added && entry.action === "run")
     .map((entry) => entry.file);
   expect(ran.sort()).toEqual(affected);
+  // What `npm run test:plan -- --changed <path>` says a next chapter changing it would run, before it is changed.
+  expect(testsAffectedBy(before, [path])).toEqual(affected);
 }
 
 describe("the test plan", () => {
