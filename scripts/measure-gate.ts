@@ -42,6 +42,8 @@ function runSide(folder: string, revision: string, steps: readonly (readonly str
     });
     if (run.status !== 0) throw new Error(`${step} failed at ${revision} (exit ${run.status ?? run.signal ?? "?"})`);
     times.push({ step, seconds: Math.round(Number(process.hrtime.bigint() - started) / 1e8) / 10 });
+    // Said as it is measured, so a later failure loses no figure.
+    console.log(`== ${revision.slice(0, 7)}: ${step}: ${times.at(-1)?.seconds ?? 0} s`);
   }
   const total = Math.round(times.reduce((sum, time) => sum + time.seconds, 0) * 10) / 10;
   return { revision, steps: times, total };
@@ -53,6 +55,8 @@ function main(argv: readonly string[]): void {
   if (baseline === undefined) throw new Error("usage: npm run measure:gate -- --baseline <commit>");
   const git = (...args: string[]): string => execFileSync("git", args, { cwd: repository, encoding: "utf8" }).trim();
   const baselineRevision = git("rev-parse", baseline);
+  // The tree measured is the working tree: it must be exactly HEAD, or the label would name another tree.
+  if (git("status", "--porcelain") !== "") throw new Error("commit first: the measurement labels the tree with HEAD");
   const currentRevision = git("rev-parse", "HEAD");
   const worktree = join(mkdtempSync(join(tmpdir(), "measure-gate-")), "baseline");
   git("worktree", "add", "--detach", worktree, baselineRevision);
