@@ -160,7 +160,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     try {
       await writeTranscript(path, { chapter: options.chapter ?? 0, messages: history });
     } catch (error) {
-      terminal.line(`运行失败: cannot write the transcript to ${path}: ${visible((error as Error).message)}`);
+      terminal.line(`运行失败: cannot write the transcript to ${oneLine(path)}: ${oneLine((error as Error).message)}`);
       if (code === 0) code = 1;
     }
   }
@@ -171,8 +171,9 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
 
 function reportFailure(error: unknown, terminal: Terminal): number {
   if (error instanceof ConfigurationError) {
-    terminal.line(`配置错误: ${visible(error.message)}`);
-    if (error.hint !== undefined) terminal.line(`  ${visible(error.hint)}`);
+    // A replay file's or a setting's text in the message must not start a line of its own either.
+    terminal.line(`配置错误: ${oneLine(error.message)}`);
+    if (error.hint !== undefined) terminal.line(`  ${oneLine(error.hint)}`);
     return 2;
   }
   if (error instanceof AgentRunError || error instanceof ArgumentError || error instanceof UnknownChapterError) {

@@ -25,6 +25,9 @@ export const REQUIRED_SETTINGS = ["OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_M
 
 type Environment = Readonly<Record<string, string | undefined>>;
 
+// eslint-disable-next-line no-control-regex -- control characters are exactly what a key must not hold
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+
 /**
  * Reads the three settings, flags first (`--base-url`, `--model`), then the environment. A base URL
  * the SDK cannot use counts as missing, with a hint saying why.
@@ -43,6 +46,14 @@ export function loadSettings(env: Environment, flags: { baseURL?: string; model?
   };
   const missing = REQUIRED_SETTINGS.filter((name) => !usable[name]);
   if (missing.length > 0) throw new ConfigurationError(`Missing required settings: ${missing.join(", ")}`, urlProblem);
+  // A key with a line break (a .env pasted across two lines) would reach an HTTP header, and the transport's
+  // complaint about that header quotes it: refuse it here, and never echo it.
+  if (CONTROL_CHARACTER.test(apiKey)) {
+    throw new ConfigurationError(
+      "OPENAI_API_KEY contains a line break or another control character (the key is not shown)",
+      "put the whole key on one line in .env or the environment",
+    );
+  }
   // One spelling per endpoint: `…/v1/` and `…/v1` are the same base URL.
   return { baseURL: baseURL.replace(/\/+$/, ""), apiKey, model };
 }

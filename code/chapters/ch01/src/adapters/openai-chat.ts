@@ -3,6 +3,7 @@ import { ModelCallError } from "../core/loop.js";
 import { validateToolPairing } from "../core/messages.js";
 import type { ChatMessage } from "../core/messages.js";
 import type { ModelClient, ModelReply, ModelRequest } from "../core/model.js";
+import { boundedFetch, ProviderReplyError } from "./bounded-fetch.js";
 import { parseChatCompletion } from "./openai-reply.js";
 
 export interface OpenAIChatOptions {
@@ -42,11 +43,14 @@ export class OpenAIChatModel implements ModelClient {
   readonly #client: OpenAI;
 
   constructor(private readonly options: OpenAIChatOptions) {
+    const timeout = options.timeoutMs ?? 120_000;
     this.#client = new OpenAI({
       apiKey: options.apiKey,
       baseURL: options.baseURL,
-      timeout: options.timeoutMs ?? 120_000,
+      timeout,
       maxRetries: options.maxRetries ?? 2,
+      // One deadline per attempt that covers the body, no redirects, a bounded body and a bounded Retry-After.
+      fetch: boundedFetch({ deadlineMs: timeout }),
     });
   }
 
@@ -61,13 +65,22 @@ export class OpenAIChatModel implements ModelClient {
         ...(request.tools.length > 0 ? { tools: request.tools as OpenAI.Chat.ChatCompletionTool[] } : {}),
       });
     } catch (error) {
-      throw new ModelCallError(describeFailure(error, this.options.model), { cause: error });
+      const description = redacted(describeFailure(error, this.options.model), this.options.apiKey);
+      throw new ModelCallError(description, { cause: error });
     }
     return parseChatCompletion(body);
   }
 }
 
 function describeFailure(error: unknown, model: string): string {
+  // Ours, from the fetch the SDK was given: thrown as is, or wrapped by the SDK as a connection error.
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  const bound = error instanceof ProviderReplyError ? error : cause;
+  if (bound instanceof ProviderReplyError) return bound.message;
+  // The attempt's deadline (boundedFetch) fired, while the headers or the body were on their way.
+  if ([error, cause].some((value) => value instanceof Error && value.name === "TimeoutError")) {
+    return "The model request timed out; check OPENAI_BASE_URL and the provider's status";
+  }
   if (error instanceof OpenAI.APIConnectionTimeoutError) {
     return "The model request timed out; check OPENAI_BASE_URL and the provider's status";
   }
@@ -86,6 +99,15 @@ function describeFailure(error: unknown, model: string): string {
     return `The model provider answered HTTP ${error.status ?? "error"}${hint}: ${capped(error.message)}`;
   }
   return `The model request failed: ${capped(error instanceof Error ? error.message : String(error))}`;
+}
+
+/**
+ * `text` without the key: a provider or a proxy may echo the request's `Authorization` header back in its error,
+ * so every `Bearer …` credential and every copy of the key itself is replaced before anything is shown.
+ */
+export function redacted(text: string, apiKey: string): string {
+  const withoutBearer = text.replace(/\bBearer\s+[^\s"',;]+/gi, "Bearer [redacted]");
+  return apiKey.length < 4 ? withoutBearer : withoutBearer.split(apiKey).join("[redacted]");
 }
 
 /** A provider's error body can be a whole HTML page: one line's worth tells the reader enough. */

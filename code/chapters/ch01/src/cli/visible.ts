@@ -91,8 +91,17 @@ export function shownAnswer(text: string): string {
     .join("\n");
 }
 
+// What may stand before a line's first visible character and draw nothing there: white space, format and
+// blank characters (U+3164 and its kin), combining marks with nothing to combine with, the Braille blank.
+// eslint-disable-next-line no-misleading-character-class -- built from BLANK, see there
+const UNSEEN_START = new RegExp(`^(?:\\s|${FORMAT.source}|${BLANK.source}|\\p{M}|\\u2800)+`, "u");
+
+/**
+ * Whether `line` begins like one of the CLI's own lines as a reader sees it: after whatever draws nothing at
+ * its start, and in NFKC form, so full-width or otherwise compatible spellings of a prefix count too.
+ */
 function startsLikeCliLine(line: string): boolean {
-  const start = line.trimStart();
+  const start = line.replace(UNSEEN_START, "").normalize("NFKC");
   return CLI_LINE_STARTS.some((prefix) => start.startsWith(prefix));
 }
 

@@ -198,12 +198,18 @@ function someString(value: unknown, test: (text: string) => boolean): boolean {
   return Object.entries(value).some(([key, item]) => test(key) || someString(item, test));
 }
 
+/** How deep a JSON view goes before it shows a nested array or object as `[…]` or `{…}`. */
+const MAX_JSON_DEPTH = 8;
+
 /** A JSON value on one line: each string through `shown`, members past `lineWidth` counted instead of shown. */
-function shownJson(value: unknown, valueWidth: number, lineWidth: number): string {
+function shownJson(value: unknown, valueWidth: number, lineWidth: number, depth = 0): string {
   if (typeof value === "string") return shown(value, valueWidth, true);
   // A number, a boolean, null, or (in a sparse array) nothing at all, which JSON shows as null.
   if (typeof value !== "object" || value === null) return value === undefined ? "null" : JSON.stringify(value);
   const isArray = Array.isArray(value);
+  // A model can nest its raw arguments thousands deep: past a few levels no line could show them anyway, and
+  // walking them all would exhaust the stack. The mark stands outside any quotes, where a value cannot forge it.
+  if (depth >= MAX_JSON_DEPTH) return isArray ? "[…]" : "{…}";
   const members: [string | undefined, unknown][] = isArray
     ? value.map((item: unknown) => [undefined, item])
     : Object.entries(value).filter((entry) => entry[1] !== undefined);
@@ -211,7 +217,7 @@ function shownJson(value: unknown, valueWidth: number, lineWidth: number): strin
   let used = 2;
   for (const [index, [key, item]] of members.entries()) {
     const name = key === undefined ? "" : `${shown(key, valueWidth, true)}:`;
-    const member = `${index === 0 ? "" : ","}${name}${shownJson(item, valueWidth, Math.max(lineWidth - used, 40))}`;
+    const member = `${index === 0 ? "" : ","}${name}${shownJson(item, valueWidth, Math.max(lineWidth - used, 40), depth + 1)}`;
     const rest = members.length - index;
     // Room for this member, and for the count of the ones after it if any would not fit.
     if (index > 0 && used + columns(member) + (rest > 1 ? 16 : 0) > lineWidth) {

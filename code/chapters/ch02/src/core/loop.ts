@@ -1,4 +1,4 @@
-import type { AgentEventListener } from "./agent-events.js";
+import type { AgentEvent, AgentEventListener } from "./agent-events.js";
 import { systemMessage, toolMessage, userMessage, validateToolPairing } from "./messages.js";
 import type { ChatMessage, ToolCall } from "./messages.js";
 import type { ModelClient, ModelRequest } from "./model.js";
@@ -100,6 +100,15 @@ export class AgentRunner {
     return Object.freeze([...this.#history]);
   }
 
+  /** Progress for whoever listens; a listener that throws changes nothing about the run or its pairing. */
+  #emit(event: AgentEvent): void {
+    try {
+      this.#onEvent?.(event);
+    } catch {
+      // The listener only shows what happens (the CLI's progress lines): its failure is not the run's.
+    }
+  }
+
   async run(prompt: string): Promise<RunResult> {
     this.#history.push(userMessage(prompt));
     for (let turn = 1; turn <= this.#maxTurns; turn += 1) {
@@ -110,7 +119,7 @@ export class AgentRunner {
         messages: Object.freeze([systemMessage(this.#systemPrompt), ...this.#history]),
         tools: tools.openAITools(),
       });
-      this.#onEvent?.({ type: "model_request", turn });
+      this.#emit({ type: "model_request", turn });
       const reply = await this.#model.complete(request);
       if (reply.finishReason === "length") throw new IncompleteModelReplyError("Model output reached the token limit");
       if (reply.finishReason === "content_filter") {
@@ -129,11 +138,11 @@ export class AgentRunner {
 
       const budget = new ResultBudget(MAX_TURN_RESULT_BYTES);
       for (const [index, call] of assistant.toolCalls.entries()) {
-        this.#onEvent?.({ type: "tool_call", call });
+        this.#emit({ type: "tool_call", call });
         // Past the bound a call is neither approved nor run, but it still gets its paired result.
         const result =
           index < MAX_TOOL_CALLS_PER_REPLY ? budget.keep(await this.#execute(call, tools)) : CALL_LIMIT_RESULT;
-        this.#onEvent?.({ type: "tool_result", call, result });
+        this.#emit({ type: "tool_result", call, result });
         this.#history.push(toolMessage(result.content, call.id));
       }
     }

@@ -18,7 +18,11 @@ export interface PathProbe {
 export const MAX_SEGMENT_BYTES = 255;
 export const MAX_PATH_BYTES = 4095;
 const MAX_SHOWN_CHARS = 200;
-const RESERVED = /^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i;
+// Windows ignores spaces before a device name's extension: `NUL .txt` is the device too.
+const RESERVED = /^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³]) *(\.|$)/i;
+// An 8.3 short name (`PROGRA~1`, `GIT~1`, `GENERA~1.TXT`): on Windows a second spelling of another entry, which
+// would get past every rule that looks at names.
+const SHORT_NAME = /^(?=[^.]{3,8}(?:\.|$))[^.~]+~[0-9]+(?:\.[^.]{0,3})?$/;
 // C0, DEL and C1: no file name needs them, and a terminal showing the name would obey them.
 // eslint-disable-next-line no-control-regex -- control characters are exactly what this rejects
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
@@ -27,7 +31,7 @@ const WINDOWS_ILLEGAL = /[<>:"|?*]/;
 /**
  * Splits a model-supplied relative path into segments, applying every rule that needs no disk: no
  * absolute, drive or UNC forms, no `..` anywhere (even where it would land back inside), no control
- * or Windows-illegal characters, no device names, no segment ending in a dot or space, no name or
+ * or Windows-illegal characters, no device names, no 8.3 short names, no segment ending in a dot or space, no name or
  * path longer in bytes than a disk takes, and not the workspace folder itself (`.`, `./`): it is no
  * place inside the workspace. Same on every platform, so a path refused on Windows is refused everywhere.
  */
@@ -44,6 +48,7 @@ export function workspaceSegments(relative: string): string[] {
       utf8Bytes(segment) > MAX_SEGMENT_BYTES ||
       WINDOWS_ILLEGAL.test(segment) ||
       RESERVED.test(segment) ||
+      SHORT_NAME.test(segment) ||
       /[. ]$/.test(segment);
     if (unusable) throw escapes(relative);
     segments.push(segment);

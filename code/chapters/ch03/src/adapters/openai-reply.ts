@@ -41,9 +41,19 @@ export function parseChatCompletion(body: unknown): ModelReply {
   return usage === undefined ? { message: assistant, finishReason } : { message: assistant, finishReason, usage };
 }
 
+/**
+ * The most tool calls one reply may ask for. The loop runs at most 32 of them and pairs the rest with an
+ * error, but every one of them would still be shown, answered and sent back each turn: a reply asking for
+ * more than any model needs is refused whole, before anything runs.
+ */
+export const MAX_TOOL_CALLS_IN_REPLY = 256;
+
 function parseToolCalls(raw: unknown): ToolCall[] {
   if (raw === undefined || raw === null) return [];
   if (!Array.isArray(raw)) throw malformed("message.tool_calls is not an array");
+  if (raw.length > MAX_TOOL_CALLS_IN_REPLY) {
+    throw malformed(`${raw.length} tool calls in one reply; at most ${MAX_TOOL_CALLS_IN_REPLY} are accepted`);
+  }
   return raw.map((call: unknown, index): ToolCall => {
     const id = field(call, "id");
     const fn = field(call, "function");

@@ -1,4 +1,4 @@
-import type { AgentEventListener } from "./agent-events.js";
+import type { AgentEvent, AgentEventListener } from "./agent-events.js";
 import { HookContractError, HookRegistry, type HookResult } from "./hooks.js";
 import { systemMessage, toolMessage, userMessage, validateToolPairing } from "./messages.js";
 import type { ChatMessage, SystemMessage, ToolCall } from "./messages.js";
@@ -124,6 +124,15 @@ export class AgentRunner {
     return Object.freeze([...this.#history]);
   }
 
+  /** Progress for whoever listens; a listener that throws changes nothing about the run or its pairing. */
+  #emit(event: AgentEvent): void {
+    try {
+      this.#onEvent?.(event);
+    } catch {
+      // The listener only shows what happens (the CLI's progress lines): its failure is not the run's.
+    }
+  }
+
   async run(prompt: string): Promise<RunResult> {
     const submitted = userMessage(prompt);
     const promptHook = await this.#runOutsideTools("UserPromptSubmit", () => this.#hooks.runUserPrompt(submitted));
@@ -137,7 +146,7 @@ export class AgentRunner {
         messages: Object.freeze([systemMessage(this.#systemPrompt), ...this.#history]),
         tools: tools.openAITools(),
       });
-      this.#onEvent?.({ type: "model_request", turn });
+      this.#emit({ type: "model_request", turn });
       const reply = await this.#model.complete(request);
       if (reply.finishReason === "length") throw new IncompleteModelReplyError("Model output reached the token limit");
       if (reply.finishReason === "content_filter") {
@@ -167,7 +176,7 @@ export class AgentRunner {
       const deferred: SystemMessage[] = [];
       let stoppedWith: string | undefined;
       for (const [index, call] of assistant.toolCalls.entries()) {
-        this.#onEvent?.({ type: "tool_call", call });
+        this.#emit({ type: "tool_call", call });
         let result: ToolResult;
         if (stoppedWith !== undefined) {
           // A Post hook ended the round: the rest never run, but each still gets its paired result.
@@ -181,7 +190,7 @@ export class AgentRunner {
           deferred.push(...execution.context);
           if (execution.stop) stoppedWith = result.content;
         }
-        this.#onEvent?.({ type: "tool_result", call, result });
+        this.#emit({ type: "tool_result", call, result });
         this.#history.push(toolMessage(result.content, call.id));
       }
       this.#history.push(...deferred);
