@@ -1,12 +1,11 @@
-import { spawnSync } from "node:child_process";
 import { closeSync, ftruncateSync, linkSync, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { mkdtemp, realpath, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_FILE_BYTES } from "../src/adapters/filesystem.js";
+import { runProbe, type ProbeRun } from "./support/probe.js";
 
 const MB = 1024 * 1024;
 const GB = 1024 * MB;
@@ -14,22 +13,7 @@ const GB = 1024 * MB;
 const BUDGET = 64 * MB;
 
 const probe = fileURLToPath(new URL("./support/rss-probe.ts", import.meta.url));
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-
-interface Probe {
-  maxRssBytes: number;
-  summary: unknown;
-}
-
-function measure(mode: string, workspace: string, arg = ""): Probe {
-  const run = spawnSync(process.execPath, ["--import", tsx, probe, mode, workspace, arg], {
-    encoding: "utf8",
-    timeout: 180_000,
-    maxBuffer: 4 * MB,
-  });
-  if (run.status !== 0) throw new Error(`probe ${mode} failed (${run.status}): ${run.stderr}`);
-  return JSON.parse(run.stdout) as Probe;
-}
+const measure = (mode: string, workspace: string, arg = ""): ProbeRun => runProbe(probe, mode, workspace, arg);
 
 /** A file of `size` zero bytes that costs no disk: sparse. */
 function sparse(path: string, size: number): void {

@@ -1,12 +1,11 @@
-import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync } from "node:fs";
 import { mkdtemp, realpath, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { powershell } from "./support/powershell.js";
+import { runProbe, type ProbeRun } from "./support/probe.js";
 
 const MB = 1024 * 1024;
 /**
@@ -18,22 +17,7 @@ const MB = 1024 * 1024;
 const STREAMING_BUDGET = 128 * MB;
 
 const probe = fileURLToPath(new URL("./support/shell-flood-probe.ts", import.meta.url));
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-
-interface Probe {
-  maxRssBytes: number;
-  summary: unknown;
-}
-
-function measure(mode: string, workspace: string, command = ""): Probe {
-  const run = spawnSync(process.execPath, ["--import", tsx, probe, mode, workspace, command], {
-    encoding: "utf8",
-    timeout: 180_000,
-    maxBuffer: 4 * MB,
-  });
-  if (run.status !== 0) throw new Error(`probe ${mode} failed (${run.status}): ${run.stderr}`);
-  return JSON.parse(run.stdout) as Probe;
-}
+const measure = (mode: string, workspace: string, command = ""): ProbeRun => runProbe(probe, mode, workspace, command);
 
 let workspace: string;
 beforeAll(async () => {
