@@ -38,6 +38,11 @@ export const MAX_TOOL_CALLS_PER_REPLY = 32;
  * (a whole 10 MiB file from read_file), while 32 such results could not outgrow memory and the next request.
  */
 export const MAX_TURN_RESULT_BYTES = 16 * 1024 * 1024;
+/**
+ * UTF-8 bytes of JSON the whole conversation may take (texts, tool results and call arguments, escaped as a
+ * request sends them): four replies' worth of the largest results, far below what a provider accepts.
+ */
+export const MAX_CONVERSATION_BYTES = 64 * 1024 * 1024;
 
 const CALL_LIMIT_RESULT = toolError(
   "tool_call_limit",
@@ -105,6 +110,14 @@ export class AgentRunner {
     this.#history.push(userMessage(prompt));
     for (let turn = 1; turn <= this.#maxTurns; turn += 1) {
       validateToolPairing(this.#history);
+      // The whole conversation goes out again every turn: past the budget, stop before building a request no
+      // provider would take (and a string the runtime could not hold).
+      const size = conversationBytes(this.#history);
+      if (size > MAX_CONVERSATION_BYTES) {
+        throw new AgentLimitError(
+          `The conversation reached ${size} bytes, past the ${MAX_CONVERSATION_BYTES} bytes one request may carry`,
+        );
+      }
       // One snapshot per turn: the tools offered to the model are exactly the tools that run.
       const tools = this.#tools.snapshot();
       const request: ModelRequest = Object.freeze({
@@ -163,6 +176,25 @@ export class AgentRunner {
 }
 
 /** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
+/** Each message's size, measured once: the history only grows, and its messages are frozen. */
+const messageSizes = new WeakMap<ChatMessage, number>();
+
+function conversationBytes(history: readonly ChatMessage[]): number {
+  const encoder = new TextEncoder();
+  let total = 0;
+  for (const message of history) {
+    let size = messageSizes.get(message);
+    if (size === undefined) {
+      const calls = message.role === "assistant" ? message.toolCalls : [];
+      const parts = [message.content ?? "", ...calls.flatMap((call) => [call.id, call.name, call.arguments])];
+      size = parts.reduce((sum, part) => sum + encoder.encode(JSON.stringify(part)).byteLength, 0);
+      messageSizes.set(message, size);
+    }
+    total += size;
+  }
+  return total;
+}
+
 class ResultBudget {
   #left: number;
 
