@@ -1,5 +1,5 @@
 import { statSync } from "node:fs";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, parseCliArgs, type CliOptions } from "./cli/args.js";
@@ -10,7 +10,7 @@ import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible } from "./cli/visible.js";
-import { ConfigurationError, dotEnvInWorkspace, loadSettings, readDotEnv } from "./config.js";
+import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv } from "./config.js";
 import { AgentRunError, type AgentRunner, type AuthorizationRequest, type ToolAuthorizer } from "./core/loop.js";
 import type { ModelClient } from "./core/model.js";
 import { profileForChapter, UnknownChapterError } from "./core/profiles.js";
@@ -205,20 +205,23 @@ function exitOnSignals(terminal: Terminal): () => void {
   return () => removers.forEach((remove) => remove());
 }
 
-/** The real model, from the three settings: flags, then the environment, then `.env`. */
+/**
+ * The real model, from the three settings: flags, then the environment, then `.env` (variables already in the
+ * environment win over the file, as with every .env loader; a `.env` inside the workspace chooses no endpoint
+ * for a key from elsewhere).
+ */
 function createModel(options: CliOptions, io: CliIO, base: string): ModelClient {
-  // Variables already in the environment win over the file, as with every .env loader.
-  const env = { ...readDotEnv(base), ...definedOnly(io.env) };
+  const dotEnv = {
+    path: join(base, ".env"),
+    values: readDotEnv(base),
+    inWorkspace: dotEnvInWorkspace(base, resolve(base, options.workspace ?? ".")) !== undefined,
+  };
   return openAIModel(
-    loadSettings(env, {
+    loadSettingsFrom(io.env, dotEnv, {
       ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
       ...(options.model === undefined ? {} : { model: options.model }),
     }),
   );
-}
-
-function definedOnly(env: CliIO["env"]): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
 }
 
 /** `--workspace`, else the folder the user ran npm from (npm puts it in INIT_CWD). */

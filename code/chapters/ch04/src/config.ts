@@ -58,6 +58,49 @@ export function loadSettings(env: Environment, flags: { baseURL?: string; model?
   return { baseURL: baseURL.replace(/\/+$/, ""), apiKey, model };
 }
 
+/** The settings of a `.env` file, and whether the model can write that file (it lies inside the workspace). */
+export interface DotEnvFile {
+  readonly path: string;
+  readonly values: Readonly<Record<string, string>>;
+  readonly inWorkspace: boolean;
+}
+
+/** Where a setting may point the key: a `.env` the model can write may not choose it for a key from elsewhere. */
+const ENDPOINT_SETTINGS = ["OPENAI_BASE_URL", "OPENAI_MODEL"] as const;
+
+/**
+ * `loadSettings` over the environment and a `.env` file (the environment wins). A `.env` inside the workspace
+ * can be written by the model with one approved `write_file`, or come with a cloned repository: unless the key
+ * comes from that same file, its base URL and model are not taken, so it cannot send a key from elsewhere to an
+ * address of its choosing. A setting missing for that reason says so in the hint.
+ */
+export function loadSettingsFrom(
+  env: Environment,
+  dotEnv: DotEnvFile,
+  flags: { baseURL?: string; model?: string } = {},
+): Settings {
+  const keyFromFile = (env.OPENAI_API_KEY ?? "").trim() === "" && (dotEnv.values.OPENAI_API_KEY ?? "") !== "";
+  const untrusted = dotEnv.inWorkspace && !keyFromFile;
+  const ignored = untrusted ? ENDPOINT_SETTINGS.filter((name) => dotEnv.values[name] !== undefined) : [];
+  const fileValues = Object.fromEntries(
+    Object.entries(dotEnv.values).filter(([name]) => !(ignored as readonly string[]).includes(name)),
+  );
+  try {
+    return loadSettings({ ...fileValues, ...definedValues(env) }, flags);
+  } catch (error) {
+    if (!(error instanceof ConfigurationError) || error.hint !== undefined || ignored.length === 0) throw error;
+    throw new ConfigurationError(
+      error.message,
+      `${ignored.join(" and ")} in ${dotEnv.path} not used: that .env is inside the workspace, where the model can ` +
+        "write it, and the key does not come from it; set them in the environment or with --base-url and --model",
+    );
+  }
+}
+
+function definedValues(env: Environment): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
 /** Why the SDK could not use this base URL, or `undefined` when it can. */
 function baseUrlProblem(text: string): string | undefined {
   const shown = JSON.stringify(text.slice(0, 200));
