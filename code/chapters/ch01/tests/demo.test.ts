@@ -12,6 +12,7 @@ import { runCli } from "../src/cli.js";
 import { assistantMessage, toolCall, type AssistantMessage } from "../src/core/messages.js";
 import type { ModelClient } from "../src/core/model.js";
 import { Sink } from "./support/sink.js";
+import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch01.ts", import.meta.url));
 /** Chapter 1's own walkthrough: what `npm run ch01 -- --demo` replays (prepareDemo(1) reads demo/ch01.json). */
@@ -65,20 +66,10 @@ function demoProgram(args: readonly string[] = []): DemoRun {
 
 /** The same demo through `runCli` in this process (the argv the ch01 entry passes it), without a terminal. */
 async function demoRun(args: readonly string[] = []): Promise<DemoRun> {
-  const [stdout, stderr] = [new Sink(), new Sink()];
   const cwd = mkdtempSync(join(tmpdir(), "ch01-demo-"));
   demoRoots.push(cwd);
-  const io = {
-    env: keyless(),
-    cwd,
-    stdin: new PassThrough().end(),
-    stdinIsTTY: false,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
-  const status = await runCli(["run", "--chapter", "1", "--demo", ...args], io, "ch01");
-  return announced({ status, stdout: stdout.text, stderr: stderr.text });
+  const run = await runCliWithoutTerminal(["run", "--chapter", "1", "--demo", ...args], keyless(), cwd, "ch01");
+  return announced({ status: run.code, stdout: run.stdout, stderr: run.stderr });
 }
 
 // The waiting line a terminal gets: each spinner frame redraws it, and the next line clears it.

@@ -1,12 +1,10 @@
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { runCli } from "../src/cli.js";
 import { ConfigurationError, loadSettingsFrom } from "../src/config.js";
 import { completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
-import { Sink } from "./support/sink.js";
+import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 // A .env inside the workspace can be written by the model (one approved write_file) or arrive with a cloned
 // repository. With the key in the environment, such a file must not choose where the key is sent.
@@ -29,18 +27,12 @@ async function server(): Promise<LoopbackOpenAI> {
 
 /** Chapter 1 run from `folder` (npm's INIT_CWD), no terminal, the given environment and extra arguments. */
 async function run(env: Record<string, string>, ...extra: string[]): Promise<{ code: number; stderr: string }> {
-  const [stdout, stderr] = [new Sink(), new Sink()];
-  const io = {
+  const { code, stderr } = await runCliWithoutTerminal(
+    ["run", "--chapter", "1", "--prompt", "hi", ...extra],
     env,
-    cwd: folder,
-    stdin: new PassThrough().end(),
-    stdinIsTTY: false,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
-  const code = await runCli(["run", "--chapter", "1", "--prompt", "hi", ...extra], io);
-  return { code, stderr: stderr.text };
+    folder,
+  );
+  return { code, stderr };
 }
 
 const HINT = (path: string, names: string): string =>

@@ -18,6 +18,7 @@ import { FILE_TOOLS } from "./support/file-tools.js";
 import { Sink } from "./support/sink.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
 import { aMomentLater, asked, typeAnswers } from "./support/typist.js";
+import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 /** What `src/chapters/ch02.ts` puts in front of the reader's arguments. */
 const RUN = ["run", "--chapter", "2"];
@@ -848,19 +849,8 @@ describe("the ch02 entry as a program", () => {
    * What the entry runs (`runCli` with `run --chapter 2` in front and its own name) in this process: the exit
    * code the program sets is this value, so the codes and lines are checked without starting a process.
    */
-  async function runEntryCli(args: readonly string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
-    const [stdout, stderr] = [new Sink(), new Sink()];
-    const io: CliIO = {
-      env,
-      cwd,
-      stdin: new PassThrough().end(),
-      stdinIsTTY: false,
-      stdout,
-      stderr,
-      stderrIsTTY: false,
-    };
-    const code = await runCli(["run", "--chapter", "2", ...args], io, "ch02");
-    return { code, stdout: stdout.text, stderr: stderr.text };
+  function runEntryCli(args: readonly string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
+    return runCliWithoutTerminal(["run", "--chapter", "2", ...args], env, cwd, "ch02");
   }
 
   it("an argument error is 运行失败 and exit 1", async () => {

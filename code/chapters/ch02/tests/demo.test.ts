@@ -12,6 +12,7 @@ import { runCli } from "../src/cli.js";
 import { assistantMessage, toolCall, type AssistantMessage } from "../src/core/messages.js";
 import type { ModelClient } from "../src/core/model.js";
 import { Sink } from "./support/sink.js";
+import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch02.ts", import.meta.url));
 /** Chapter 2's own walkthrough: what `npm run ch02 -- --demo` replays (prepareDemo(2) reads demo/ch02.json). */
@@ -92,12 +93,11 @@ async function demoInProcess(
   args: readonly string[],
 ): Promise<{ status: number; stdout: string; stderr: string }> {
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_")));
-  const [stdout, stderr] = [new Sink(), new Sink()];
   const cwd = mkdtempSync(join(tmpdir(), "ch02-demo-"));
   demoRoots.push(cwd);
-  const io = { env, cwd, stdin: new PassThrough().end(), stdinIsTTY: false, stdout, stderr, stderrIsTTY: false };
-  const status = await runCli(["run", "--chapter", String(chapter), "--demo", ...args], io, entryName);
-  return { status, stdout: stdout.text, stderr: stderr.text };
+  const argv = ["run", "--chapter", String(chapter), "--demo", ...args];
+  const { code, stdout, stderr } = await runCliWithoutTerminal(argv, env, cwd, entryName);
+  return { status: code, stdout, stderr };
 }
 
 describe("the chapter 2 demo without a terminal", () => {

@@ -1,16 +1,14 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { runCli } from "../src/cli.js";
 import { ANSWER_MARK, shownAnswer } from "../src/cli/visible.js";
 import { AgentRunner } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import { createChapterOneTools } from "../src/features/builtin-tools.js";
 import { FakeCommandRunner, commandResult } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
-import { Sink } from "./support/sink.js";
+import { runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
 
 // What a hostile model or replay file sends must not reach the terminal as a line the CLI could have printed,
 // and must not break the run or the pairing of calls and results on its way.
@@ -25,22 +23,11 @@ afterEach(async () => {
 });
 
 /** `runCli` in this process, replaying `messages` in chapter 1 with no terminal; the transcript is recorded. */
-async function replay(messages: readonly unknown[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function replay(messages: readonly unknown[]): Promise<CliRun> {
   const file = join(folder, "replay.json");
   await writeFile(file, JSON.stringify({ chapter: 1, messages }));
-  const [stdout, stderr] = [new Sink(), new Sink()];
-  const io = {
-    env: {},
-    cwd: folder,
-    stdin: new PassThrough().end(),
-    stdinIsTTY: false,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
   const args = ["run", "--chapter", "1", "--replay", file, "--workspace", folder, "--transcript", "rec.json"];
-  const code = await runCli(args, io);
-  return { code, stdout: stdout.text, stderr: stderr.text };
+  return runCliWithoutTerminal(args, {}, folder);
 }
 
 describe("the final answer", () => {

@@ -4,12 +4,10 @@ import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { Readable } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { helpText, parseCliArgs } from "../src/cli/args.js";
-import { runCli } from "../src/cli.js";
-import { Sink } from "./support/sink.js";
+import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/agent-tutorial.ts", import.meta.url));
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -44,10 +42,9 @@ function unifiedProgram(args: readonly string[]) {
  * with no key has when no terminal is attached: the same code and output as the program, without a process.
  */
 async function unified(args: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
-  const [stdout, stderr] = [new Sink(), new Sink()];
-  const io = { ...keylessReader(), stdin: Readable.from([]), stdinIsTTY: false, stdout, stderr, stderrIsTTY: false };
-  const status = await runCli(args, io);
-  return { status, stdout: stdout.text, stderr: stderr.text };
+  const { env, cwd } = keylessReader();
+  const { code, stdout, stderr } = await runCliWithoutTerminal(args, env, cwd);
+  return { status: code, stdout, stderr };
 }
 
 /**

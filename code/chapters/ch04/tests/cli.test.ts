@@ -22,6 +22,7 @@ import { FILE_TOOLS } from "./support/file-tools.js";
 import { Sink } from "./support/sink.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
 import { aMomentLater, asked, typeAnswers } from "./support/typist.js";
+import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 /** What `src/chapters/ch03.ts` puts in front of the reader's arguments. */
 const RUN = ["run", "--chapter", "3"];
@@ -1002,19 +1003,8 @@ describe("the ch03 entry as a program", () => {
    * What the entry runs (`runCli` with `run --chapter 3` in front and its own name) in this process: the exit
    * code the program sets is this value, so the codes and lines are checked without starting a process.
    */
-  async function runEntryCli(args: readonly string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
-    const [stdout, stderr] = [new Sink(), new Sink()];
-    const io: CliIO = {
-      env,
-      cwd,
-      stdin: new PassThrough().end(),
-      stdinIsTTY: false,
-      stdout,
-      stderr,
-      stderrIsTTY: false,
-    };
-    const code = await runCli(["run", "--chapter", "3", ...args], io, "ch03");
-    return { code, stdout: stdout.text, stderr: stderr.text };
+  function runEntryCli(args: readonly string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
+    return runCliWithoutTerminal(["run", "--chapter", "3", ...args], env, cwd, "ch03");
   }
 
   it("an argument error is 运行失败 and exit 1", async () => {

@@ -12,6 +12,7 @@ import { runCli } from "../src/cli.js";
 import { assistantMessage, toolCall, type AssistantMessage } from "../src/core/messages.js";
 import type { ModelClient } from "../src/core/model.js";
 import { Sink } from "./support/sink.js";
+import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 const entry = fileURLToPath(new URL("../src/chapters/ch03.ts", import.meta.url));
 /** Chapter 3's own walkthrough: what `npm run ch03 -- --demo` replays. */
@@ -103,21 +104,11 @@ function demoProgram(args: readonly string[]) {
  * terminal: the same code and output as the program, without starting one.
  */
 async function demo(args: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
-  const stdout = new Sink();
-  const stderr = new Sink();
   const cwd = mkdtempSync(join(tmpdir(), "ch03-demo-"));
   demoRoots.push(cwd);
-  const io = {
-    env: keyless(),
-    cwd,
-    stdin: new PassThrough().end(),
-    stdinIsTTY: false,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
-  const status = await runCli(["run", "--chapter", "3", "--demo", ...args], io, "ch03");
-  return { status, stdout: stdout.text, stderr: stderr.text };
+  const argv = ["run", "--chapter", "3", "--demo", ...args];
+  const { code, stdout, stderr } = await runCliWithoutTerminal(argv, keyless(), cwd, "ch03");
+  return { status: code, stdout, stderr };
 }
 
 /** Everything the demo prints on stderr without colour, from the workspace line to the temp-folder line. */
