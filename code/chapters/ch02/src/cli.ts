@@ -1,4 +1,3 @@
-import { statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
@@ -10,6 +9,7 @@ import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible } from "./cli/visible.js";
+import { workspaceFolder } from "./cli/workspace-folder.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv } from "./config.js";
 import { AgentRunError, type AgentRunner, type AuthorizationRequest, type ToolAuthorizer } from "./core/loop.js";
 import type { ModelClient } from "./core/model.js";
@@ -127,7 +127,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // A recording holds its task, so `--replay` needs no `--prompt`.
     const prompt = demo?.prompt ?? options.prompt ?? recording?.messages.find((m) => m.role === "user")?.content;
     if (prompt === undefined) throw new ArgumentError("Both --chapter and --prompt are required");
-    const workspace = demo?.workspace ?? workspaceFolder(options, base);
+    const workspace = demo?.workspace ?? workspaceFolder(options.workspace, base);
     // Only a real model reads .env; said on stderr, with the path and never a value.
     const exposedEnv = script === undefined ? dotEnvInWorkspace(base, workspace) : undefined;
     if (exposedEnv !== undefined) {
@@ -224,15 +224,3 @@ function createModel(options: CliOptions, io: CliIO, base: string): ModelClient 
   );
 }
 
-/** `--workspace`, else the folder the user ran npm from (npm puts it in INIT_CWD). */
-function workspaceFolder(options: CliOptions, base: string): string {
-  const folder = resolve(base, options.workspace ?? ".");
-  let isFolder = false;
-  try {
-    isFolder = statSync(folder).isDirectory();
-  } catch {
-    // Reported below.
-  }
-  if (!isFolder) throw new ArgumentError(`workspace ${folder} is not an existing folder; pass --workspace <dir>`);
-  return folder;
-}
