@@ -223,4 +223,3 @@ function createModel(options: CliOptions, io: CliIO, base: string): ModelClient 
     }),
   );
 }
-

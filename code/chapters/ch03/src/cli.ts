@@ -247,4 +247,3 @@ function createModel(options: CliOptions, io: CliIO, base: string): ModelClient 
     }),
   );
 }
-

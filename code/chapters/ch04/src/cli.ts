@@ -260,4 +260,3 @@ function createModel(options: CliOptions, io: CliIO, base: string): ModelClient 
     }),
   );
 }
-
