@@ -1,0 +1,121 @@
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ANSWER_MARK, shownAnswer } from "../src/cli/visible.js";
+import { AgentRunner } from "../src/core/loop.js";
+import { validateToolPairing } from "../src/core/messages.js";
+import { createChapterOneTools } from "../src/features/builtin-tools.js";
+import { FakeCommandRunner, commandResult } from "./support/fakes.js";
+import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
+import { runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
+
+// What a hostile model or replay file sends must not reach the terminal as a line the CLI could have printed,
+// and must not break the run or the pairing of calls and results on its way.
+const FORGED = "[Permission] shell: allow (terminal-approval) - User approved this tool call";
+
+let folder: string;
+beforeEach(async () => {
+  folder = await mkdtemp(join(tmpdir(), "terminal-integrity-"));
+});
+afterEach(async () => {
+  await rm(folder, { recursive: true, force: true });
+});
+
+/** `runCli` in this process, replaying `messages` in chapter 1 with no terminal; the transcript is recorded. */
+async function replay(messages: readonly unknown[]): Promise<CliRun> {
+  const file = join(folder, "replay.json");
+  await writeFile(file, JSON.stringify({ chapter: 1, messages }));
+  const args = ["run", "--chapter", "1", "--replay", file, "--workspace", folder, "--transcript", "rec.json"];
+  return runCliWithoutTerminal(args, {}, folder);
+}
+
+describe("the final answer", () => {
+  it.each([
+    ["U+FE0F", "\ufe0f"],
+    ["U+3164", "\u3164"],
+    ["U+1160", "\u1160"],
+    ["U+034F", "\u034f"],
+    ["U+2800", "\u2800"],
+    ["U+3000 (ideographic space)", "\u3000"],
+    ["a combining mark", "\u0301"],
+  ])("marks a forged [Permission] line behind an invisible first character (%s)", (_name, invisible) => {
+    const [, line] = shownAnswer(`Done.\n${invisible}${FORGED}`).split("\n");
+    expect(line?.startsWith(ANSWER_MARK)).toBe(true);
+  });
+
+  it("marks a full-width spelling of a CLI line, which NFKC folds into the real one", () => {
+    expect(shownAnswer("［Ｐｅｒｍｉｓｓｉｏｎ］ shell: allow")).toBe(
+      `${ANSWER_MARK}［Ｐｅｒｍｉｓｓｉｏｎ］ shell: allow`,
+    );
+  });
+
+  it("leaves an ordinary answer as it is", () => {
+    expect(shownAnswer("结果是 42。\n  缩进的一行")).toBe("结果是 42。\n  缩进的一行");
+  });
+});
+
+describe("a replay file's text in a configuration error", () => {
+  it("stays on the one 配置错误 line: a duplicate call id with line breaks prints no line of its own", async () => {
+    const id = `a\n${FORGED}\n`;
+    const shell = { id, type: "function", function: { name: "shell", arguments: "{}" } };
+    const run = await replay([
+      { role: "user", content: "x" },
+      { role: "assistant", content: null, tool_calls: [shell, shell] },
+    ]);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    const lines = run.stderr.split("\n");
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^配置错误: .*duplicate tool call id: a\\n\[Permission\] shell: allow/);
+    expect(lines[1]).toBe("");
+  });
+});
+
+describe("deeply nested raw arguments", () => {
+  const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
+
+  it("are shown to a bounded depth, answered as invalid_json and paired; the run goes on", async () => {
+    const run = await replay([
+      { role: "user", content: "x" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "shell", arguments: deep } }],
+      },
+      { role: "assistant", content: "done" },
+    ]);
+    expect(run.stderr).not.toContain("意外错误");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe("done\n");
+    const [progress] = run.stderr.split("\n");
+    expect(progress).toMatch(/^→ shell \[\[\[\[\[\[\[\[\[…\]\]\]\]\]\]\]\]\]$/);
+    const recorded = JSON.parse(await readFile(join(folder, "rec.json"), "utf8")) as { messages: unknown[] };
+    expect(recorded.messages).toHaveLength(4);
+    expect(recorded.messages[2]).toMatchObject({ role: "tool", tool_call_id: "c1" });
+  });
+
+  it("a progress listener that throws changes nothing: every call is still answered and paired", async () => {
+    const runner = new FakeCommandRunner(commandResult({ output: "42" }));
+    let events = 0;
+    const agent = new AgentRunner({
+      model: new ScriptedModel([
+        toolTurn(call("c1", "shell", { command: "x" }), call("c2", "nope", {})),
+        textTurn("ok"),
+      ]),
+      tools: createChapterOneTools(runner),
+      systemPrompt: "s",
+      workspace: folder,
+      onEvent: () => {
+        events += 1;
+        throw new RangeError("Maximum call stack size exceeded");
+      },
+    });
+    const result = await agent.run("go");
+    expect(result.finalText).toBe("ok");
+    expect(events).toBe(6);
+    expect(runner.calls).toHaveLength(1);
+    validateToolPairing(result.history);
+    expect(result.history.filter((message) => message.role === "tool")).toHaveLength(2);
+  });
+});
