@@ -116,7 +116,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
     const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;
-    const replayed = script === undefined ? createModel(options, io, base) : replayModel(script.messages);
+    const replayed = script === undefined ? createModel(options, io, base, terminal) : replayModel(script.messages);
     // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
     const model =
       demo === undefined || options.quiet
@@ -210,16 +210,18 @@ function exitOnSignals(terminal: Terminal): () => void {
  * environment win over the file, as with every .env loader; a `.env` inside the workspace chooses no endpoint
  * for a key from elsewhere).
  */
-function createModel(options: CliOptions, io: CliIO, base: string): ModelClient {
+function createModel(options: CliOptions, io: CliIO, base: string, terminal: Terminal): ModelClient {
   const dotEnv = {
     path: join(base, ".env"),
     values: readDotEnv(base),
     inWorkspace: dotEnvInWorkspace(base, resolve(base, options.workspace ?? ".")) !== undefined,
   };
-  return openAIModel(
-    loadSettingsFrom(io.env, dotEnv, {
-      ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
-      ...(options.model === undefined ? {} : { model: options.model }),
-    }),
-  );
+  const settings = loadSettingsFrom(io.env, dotEnv, {
+    ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
+    ...(options.model === undefined ? {} : { model: options.model }),
+  });
+  // A retry replaces the waiting line, so a slow provider is not mistaken for a hung agent.
+  return openAIModel(settings, (attempt, attempts) => {
+    if (!options.quiet) terminal.status(`等待模型回复 (第 ${attempt} 次尝试, 最多 ${attempts} 次)…`);
+  });
 }
