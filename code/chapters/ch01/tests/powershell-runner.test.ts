@@ -63,15 +63,15 @@ describe.skipIf(powershell === undefined)("PowerShellRunner over real PowerShell
     expect(result.output).toBe("one\ntwo\nthree");
   });
 
-  it("does not hand the command the agent's credentials", async () => {
+  it("hands the command PATH, but not the agent's credentials nor a variable it does not need", async () => {
     process.env.AGENT_TUTORIAL_TEST_API_KEY = "sk-must-not-leak";
-    process.env.AGENT_TUTORIAL_TEST_PLAIN = "visible";
+    process.env.AGENT_TUTORIAL_TEST_PLAIN = "not-needed";
     try {
       const result = await runner.run(
-        'Write-Output "[$env:AGENT_TUTORIAL_TEST_API_KEY][$env:AGENT_TUTORIAL_TEST_PLAIN]"',
+        'Write-Output "[$env:AGENT_TUTORIAL_TEST_API_KEY][$env:AGENT_TUTORIAL_TEST_PLAIN][$($env:PATH -eq $null)]"',
         workspace,
       );
-      expect(result.output).toBe("[][visible]");
+      expect(result.output).toBe("[][][False]");
     } finally {
       delete process.env.AGENT_TUTORIAL_TEST_API_KEY;
       delete process.env.AGENT_TUTORIAL_TEST_PLAIN;

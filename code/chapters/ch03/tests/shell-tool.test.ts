@@ -5,10 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { OutputBuffer } from "../src/adapters/output-buffer.js";
 import {
+  COMMAND_ENVIRONMENT_NAMES,
   commandEnvironment,
-  isSecretVariable,
+  CREDENTIAL_VALUE_PATTERNS,
+  looksLikeCredential,
   PowerShellRunner,
-  SECRET_NAME_PATTERNS,
 } from "../src/adapters/powershell.js";
 import type { CommandResult, CommandRunner } from "../src/core/commands.js";
 import { toolCall } from "../src/core/messages.js";
@@ -194,85 +195,207 @@ describe("what the tool makes of the results real PowerShell returns (powershell
   });
 });
 
-// One line per pattern of SECRET_NAME_PATTERNS, in its order: names that pattern withholds.
-const WITHHELD_BY_PATTERN: readonly (readonly string[])[] = [
-  [
-    "OPENAI_API_KEY",
-    "AWS_SECRET_ACCESS_KEY",
-    "GITHUB_TOKEN",
-    "AWS_SESSION_TOKEN",
-    "PGPASSWORD",
-    "PASSWD",
-    "GPG_PASSPHRASE",
-  ],
-  ["GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE", "AZURE_CREDENTIAL"],
-  ["NPM_CONFIG__AUTH", "npm_config__auth", "HTTP_AUTHORIZATION", "OAUTH_CLIENT", "SSH_AUTH_SOCK", "BASIC_AUTH"],
-  ["SMTP_PASS", "PASS", "PASS_FILE", "GITHUB_PAT", "GH_PAT", "AZURE_DEVOPS_EXT_PAT", "SENTRY_DSN", "DATABASE_DSN"],
-  ["MYSQL_PWD", "DB_PWD"],
-  ["DATABASE_URL", "DB_URL", "REDIS_URL", "REDIS_TLS_URL", "MONGODB_URI", "POSTGRES_URL", "MYSQL_URL", "CLOUDAMQP_URL"],
-  ["AZURE_STORAGE_CONNECTION_STRING", "ConnectionString", "SQL_CONNSTR"],
-  ["SESSION_COOKIE", "COOKIE", "PHPSESSID", "SESSION", "SESSION_ID", "APP_SESSIONID"],
+// Issue 22, item 8: credentials under names no list of secret-sounding names had. A command needs none of them.
+const JWT =
+  "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkFkYSJ9." +
+  "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+const PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAplanted\n-----END RSA PRIVATE KEY-----\n";
+const TOKEN_URL = "https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r.git";
+const NPMRC = "registry=https://registry.npmjs.org/\n//registry.npmjs.org/:_authToken=npm_a1B2c3D4e5F6g7H8i9J0\n";
+const ITEM_8: readonly (readonly [string, string, string])[] = [
+  ["a JWT", "MY_VAR", JWT],
+  ["a bearer token with no Authorization name", "UPSTREAM_HEADER", "Bearer sk-live-4f9a0c2d7e1b"],
+  ["a Slack webhook URL", "NOTIFY", "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"],
+  ["a Discord webhook URL", "NOTIFY", "https://discord.com/api/webhooks/123456789012345678/abcdefghijklmnop"],
+  ["a PEM private key", "SIGNING", PEM],
+  ["a password", "DB_PW", "hunter2"],
+  ["a connection string with Password=", "SQL", "Server=x;Password=y"],
+  ["a token in a URL's user part", "ORIGIN", TOKEN_URL],
+  [".npmrc text with _authToken", "NPMRC", NPMRC],
 ];
-/** Ordinary variables a command needs, some of them close to a pattern: every one stays. */
-const KEPT = [
-  "PATH",
-  "Path",
-  "PATHEXT",
-  "HOME",
-  "USERPROFILE",
-  "PWD",
-  "OLDPWD",
-  "USER",
-  "LANG",
-  "TERM",
-  "SHELL",
-  "TMPDIR",
-  "NODE_ENV",
-  "INIT_CWD",
-  "JAVA_HOME",
-  "COMPASS_HOME",
-  "GIT_AUTHOR_NAME",
-  "GIT_AUTHOR_EMAIL",
-  "XDG_SESSION_TYPE",
-  "DBUS_SESSION_BUS_ADDRESS",
-  "OPENAI_BASE_URL",
-  "HTTP_PROXY",
-  "npm_config_registry",
+
+/** Names the old deny-list withheld: still withheld, now because no command needs them. */
+const NAMED_LIKE_SECRETS = [
+  "OPENAI_API_KEY",
+  "AWS_SECRET_ACCESS_KEY",
+  "GITHUB_TOKEN",
+  "PGPASSWORD",
+  "GOOGLE_APPLICATION_CREDENTIALS",
+  "NPM_CONFIG__AUTH",
+  "SSH_AUTH_SOCK",
+  "GITHUB_PAT",
+  "SENTRY_DSN",
+  "MYSQL_PWD",
+  "DATABASE_URL",
+  "AZURE_STORAGE_CONNECTION_STRING",
+  "SESSION_COOKIE",
+];
+
+/** What a command needs, group by group as COMMAND_ENVIRONMENT_NAMES gives the reasons: every one is kept. */
+const NEEDED: readonly string[] = [
+  ...["PATH", "HOME", "USER", "LOGNAME", "SHELL"],
+  ...["LANG", "LANGUAGE", "LC_ALL", "LC_ADDRESS", "LC_COLLATE", "LC_CTYPE", "LC_IDENTIFICATION", "LC_MEASUREMENT"],
+  ...["LC_MESSAGES", "LC_MONETARY", "LC_NAME", "LC_NUMERIC", "LC_PAPER", "LC_TELEPHONE", "LC_TIME", "TZ"],
+  ...["TMPDIR", "TEMP", "TMP"],
+  ...["TERM", "COLORTERM", "NO_COLOR", "COLUMNS", "LINES"],
+  ...["XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME", "XDG_DATA_DIRS", "XDG_CACHE_HOME", "XDG_STATE_HOME"],
+  "XDG_RUNTIME_DIR",
+  ...["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"],
+  ...["PSModulePath", "PSModuleAnalysisCachePath", "POWERSHELL_TELEMETRY_OPTOUT", "POWERSHELL_UPDATECHECK"],
+  "POWERSHELL_DISTRIBUTION_CHANNEL",
+  ...["DOTNET_ROOT", "DOTNET_ROOT(x86)", "DOTNET_ROOT_X86", "DOTNET_ROOT_X64", "DOTNET_ROOT_ARM64"],
+  "DOTNET_SYSTEM_GLOBALIZATION_INVARIANT",
+  ...["SystemRoot", "windir", "SystemDrive", "ComSpec", "PATHEXT", "OS"],
+  ...["ProgramFiles", "ProgramFiles(x86)", "ProgramW6432", "CommonProgramFiles", "CommonProgramFiles(x86)"],
+  ...["CommonProgramW6432", "ProgramData", "ALLUSERSPROFILE", "PUBLIC", "APPDATA", "LOCALAPPDATA", "USERPROFILE"],
+  ...["USERNAME", "USERDOMAIN", "COMPUTERNAME", "HOMEDRIVE", "HOMEPATH", "NUMBER_OF_PROCESSORS"],
+  ...["PROCESSOR_ARCHITECTURE", "PROCESSOR_ARCHITEW6432", "PROCESSOR_IDENTIFIER", "PROCESSOR_LEVEL"],
+  "PROCESSOR_REVISION",
+];
+
+/** Variables that used to reach a command and need not: no name-based rule would have guessed them all. */
+const NOT_NEEDED = ["PWD", "OLDPWD", "NODE_ENV", "NODE_OPTIONS", "JAVA_HOME", "OPENAI_BASE_URL", "npm_config_registry"];
+
+// One line per pattern of CREDENTIAL_VALUE_PATTERNS, in its order: values that pattern catches.
+const CAUGHT_BY_PATTERN: readonly (readonly string[])[] = [
+  ["postgres://app:hunter2@db.internal:5432/app", "http://me:pw@proxy:8080", "https://x-access-token:abc@github.com"],
+  [TOKEN_URL, "https://glpat-AbCdEf0123456789xyz@gitlab.com/o/r.git"],
+  ["Bearer sk-live-4f9a0c2d7e1b", "Authorization: bearer abc.def", `Bearer ${JWT}`],
+  [JWT, `token=${JWT}`],
+  [
+    PEM,
+    "-----BEGIN PRIVATE KEY-----",
+    "-----BEGIN EC PRIVATE KEY-----",
+    "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+  ],
+  [
+    "Server=x;Password=y",
+    "Password=y;Server=x",
+    "Data Source=db;User ID=sa; Pwd=y",
+    "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=YWJj==",
+    "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=YWJj=",
+  ],
+  [NPMRC, "_auth=dXNlcjpwYXNz", "//npm.pkg.github.com/:_password=cGFzcw=="],
+];
+/** Ordinary values of the needed names, some close to a pattern: none of them looks like a credential. */
+const ORDINARY_VALUES = [
+  "/usr/local/bin:/usr/bin:/bin",
+  "C:\\Program Files\\PowerShell\\7;C:\\Windows\\system32",
+  "en_US.UTF-8",
+  "xterm-256color",
+  "http://proxy.internal:8080",
+  "http://user@proxy:8080",
+  "ssh://git@github.com/o/r.git",
+  "https://example.com/a:b@c",
+  "https://contoso@dev.azure.com/contoso/project",
+  "localhost,127.0.0.1,.internal",
+  "/etc/ssl/certs/ca-certificates.crt",
+  "/home/me/.local/share/Bearer",
+  "eyJhbGciOiJIUzI1NiJ9",
+  "Server=x;Database=app;Integrated Security=true",
+  "/home/me/my_auth",
+  "",
 ];
 
 describe("commandEnvironment", () => {
-  it.each(WITHHELD_BY_PATTERN.flat())("withholds %s", (name) => {
+  it.each(ITEM_8)("withholds %s in %s", (_what, name, value) => {
+    expect(commandEnvironment({ [name]: value, PATH: "/usr/bin" })).toStrictEqual({ PATH: "/usr/bin" });
+  });
+
+  it.each([...NAMED_LIKE_SECRETS, ...NOT_NEEDED])("withholds %s, which no command needs", (name) => {
     expect(commandEnvironment({ [name]: "s3cr3t", PATH: "/usr/bin" })).toStrictEqual({ PATH: "/usr/bin" });
   });
 
-  it.each(KEPT)("keeps %s", (name) => {
+  it.each(NEEDED)("keeps %s with an ordinary value", (name) => {
     expect(commandEnvironment({ [name]: "/usr/bin" })).toStrictEqual({ [name]: "/usr/bin" });
   });
 
-  it("every pattern is documented by its own names, and each withholds one that no other pattern does", () => {
-    expect(WITHHELD_BY_PATTERN).toHaveLength(SECRET_NAME_PATTERNS.length);
-    SECRET_NAME_PATTERNS.forEach((pattern, index) => {
-      const names = WITHHELD_BY_PATTERN[index] ?? [];
-      expect(names.filter((name) => !pattern.test(name))).toEqual([]);
-      const onlyThis = names.filter((name) => SECRET_NAME_PATTERNS.filter((other) => other.test(name)).length === 1);
-      expect(onlyThis.length).toBeGreaterThan(0);
-    });
+  it("lets through exactly the needed names, each once", () => {
+    expect([...COMMAND_ENVIRONMENT_NAMES].sort()).toStrictEqual([...NEEDED].sort());
+    const upper = COMMAND_ENVIRONMENT_NAMES.map((name) => name.toUpperCase());
+    expect(new Set(upper).size).toBe(upper.length);
   });
 
-  it("withholds a variable of any name whose value is a URL with a password in it", () => {
-    const env = {
-      UPSTREAM: "postgres://app:hunter2@db.internal:5432/app",
-      PROXY_FOR_TESTS: "http://me:pw@proxy:8080",
-      SITE: "https://example.com/a:b@c",
-      REPO: "ssh://git@github.com/o/r.git",
-      PLAIN_PROXY: "http://user@proxy:8080",
-    };
-    expect(commandEnvironment(env)).toStrictEqual({
-      SITE: "https://example.com/a:b@c",
-      REPO: "ssh://git@github.com/o/r.git",
-      PLAIN_PROXY: "http://user@proxy:8080",
+  it.each<[string, string]>([
+    ["HTTPS_PROXY", "http://me:pw@proxy:8080"],
+    ["PATH", TOKEN_URL],
+    ["LANG", "Bearer sk-live-4f9a0c2d7e1b"],
+    ["TERM", JWT],
+    ["TMPDIR", PEM],
+    ["PSModulePath", "Server=x;Pwd=y"],
+    ["HOME", NPMRC],
+  ])("withholds the needed %s when its value is a credential", (name, value) => {
+    expect(commandEnvironment({ [name]: value, USER: "me" })).toStrictEqual({ USER: "me" });
+  });
+
+  it("compares names without regard to ASCII case, as Windows does, and only ASCII case", () => {
+    const env = { Path: "C:\\Windows", path: "/usr/bin", systemroot: "C:\\Windows", PsModulePath: "m", Tmp: "t" };
+    expect(commandEnvironment(env)).toStrictEqual(env);
+    // JavaScript upper-cases U+017F (ſ) to S and U+0131 (ı) to I; neither is a name Windows would match.
+    expect(commandEnvironment({ ſHELL: "/bin/sh", PATı: "/usr/bin" })).toStrictEqual({});
+  });
+
+  it("skips a variable without a value", () => {
+    expect(commandEnvironment({ PATH: undefined, HOME: "/home/me" })).toStrictEqual({ HOME: "/home/me" });
+  });
+
+  it("every value pattern is documented by its own values, and each catches one that no other pattern does", () => {
+    expect(CAUGHT_BY_PATTERN).toHaveLength(CREDENTIAL_VALUE_PATTERNS.length);
+    CREDENTIAL_VALUE_PATTERNS.forEach((pattern, index) => {
+      const values = CAUGHT_BY_PATTERN[index] ?? [];
+      expect(values.filter((value) => !pattern.test(value))).toStrictEqual([]);
+      const onlyThis = values.filter((value) => CREDENTIAL_VALUE_PATTERNS.filter((p) => p.test(value)).length === 1);
+      expect(onlyThis.length).toBeGreaterThan(0);
     });
-    expect(isSecretVariable("X", undefined)).toBe(false);
+    expect(CAUGHT_BY_PATTERN.flat().filter((value) => !looksLikeCredential(value))).toStrictEqual([]);
+  });
+
+  it("an ordinary value does not look like a credential", () => {
+    expect(ORDINARY_VALUES.filter((value) => looksLikeCredential(value))).toStrictEqual([]);
+  });
+
+  it("stays linear on a long value that almost matches every pattern", () => {
+    const started = performance.now();
+    for (const piece of ["a", "eyJ", "a://", "a://b:", "-----BEGIN A", "Bearer", "_auth", ";Pwd"]) {
+      expect(looksLikeCredential(piece.repeat(Math.ceil(131_072 / piece.length)))).toBe(false);
+    }
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe.skipIf(powershell === undefined)("the command environment over real PowerShell", () => {
+  it("a command's $env: listing has none of the planted credentials, and the command still runs a program", async () => {
+    const planted: Record<string, string> = {
+      ...Object.fromEntries(ITEM_8.map(([, name, value], index) => [`${name}_${index}`, value])),
+      AGENT_TUTORIAL_TEST_API_KEY: "sk-must-not-leak",
+      HTTPS_PROXY: "http://me:pw-must-not-leak@proxy.invalid:8080",
+      LC_PAPER: `Bearer ${JWT}`,
+    };
+    const before = Object.fromEntries(Object.keys(planted).map((name) => [name, process.env[name]]));
+    Object.assign(process.env, planted);
+    try {
+      const result = await new PowerShellRunner().run(
+        "Get-ChildItem env: | ForEach-Object { \"$($_.Name)=$($_.Value)\" }; node -e 'console.log(6 * 7)'",
+        workspace,
+      );
+      expect(result).toMatchObject({ exitCode: 0, timedOut: false, truncated: false });
+      const lines = result.output.split(/\r?\n/);
+      expect(lines.at(-1)).toBe("42");
+      expect(lines.some((line) => /^PATH=/i.test(line))).toBe(true);
+      const listed = new Set(lines.map((line) => line.split("=")[0]?.toUpperCase()));
+      expect(Object.keys(planted).filter((name) => listed.has(name.toUpperCase()))).toStrictEqual([]);
+      for (const value of Object.values(planted)) {
+        for (const part of value.split("\n").filter((line) => line.length > 8))
+          expect(result.output).not.toContain(part);
+      }
+    } finally {
+      for (const [name, value] of Object.entries(before)) {
+        if (value === undefined) Reflect.deleteProperty(process.env, name);
+        else process.env[name] = value;
+      }
+    }
   });
 });
 

@@ -23,40 +23,153 @@ const PRELUDE =
   "if ($PSStyle) { $PSStyle.OutputRendering = 'PlainText' }\n";
 
 /**
- * Credentials stay with the agent: a command the model wrote has no business reading the model's API key.
- * A variable is withheld when its name matches one of these (case does not matter; "part" means a whole
- * `_`-separated part, so PATH is not PAT and PWD, the current folder, is kept while MYSQL_PWD is not).
+ * Names of the variables a command is given; every other variable stays with the agent. An allow-list, not a
+ * list of secret-sounding names: a credential can be called anything (`MY_VAR`, `NOTIFY`, `SIGNING`, `DB_PW`),
+ * and a command the model wrote has no business reading the model's API key or any other key of yours. Names
+ * are compared without regard to ASCII case, as Windows compares them (`Path` there is PATH).
  */
-export const SECRET_NAME_PATTERNS: readonly RegExp[] = [
-  // OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, AWS_SESSION_TOKEN, PGPASSWORD, PASSWD, GPG_PASSPHRASE
-  /KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE/i,
-  // GOOGLE_APPLICATION_CREDENTIALS, AWS_SHARED_CREDENTIALS_FILE, AZURE_CREDENTIAL
-  /CREDENTIAL/i,
-  // NPM_CONFIG__AUTH, HTTP_AUTHORIZATION, OAUTH_CLIENT, SSH_AUTH_SOCK (it signs in as you); not GIT_AUTHOR_NAME
-  /AUTH(?!OR(_|$))/i,
-  // SMTP_PASS, PASS_FILE, GITHUB_PAT, GH_PAT, SENTRY_DSN, DATABASE_DSN
-  /(^|_)(PASS|PAT|DSN)(_|$)/i,
-  // MYSQL_PWD, DB_PWD: only after another part, so PWD (and OLDPWD) stay
-  /_PWD(_|$)/i,
-  // DATABASE_URL, DB_URL, REDIS_URL, MONGODB_URI, POSTGRES_URL, CLOUDAMQP_URL: connection strings carry passwords
-  /(DATABASE|DB|REDIS|MONGO|POSTGRES|MYSQL|AMQP)\w*_UR[LI]$/i,
-  // AZURE_STORAGE_CONNECTION_STRING, SQL_CONNSTR
-  /CONNECTION_?STRING|CONNSTR/i,
-  // SESSION_COOKIE, COOKIE_JAR, PHPSESSID, SESSION, SESSION_ID, APP_SESSIONID
-  /COOKIE|SESSID|(^|_)SESSION(_?ID)?$/i,
+export const COMMAND_ENVIRONMENT_NAMES: readonly string[] = [
+  // Where programs are, whose home it is, who is running: what `git`, `npm` or `Get-ChildItem ~` need to start.
+  "PATH",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  // Locale and time zone: text is decoded and dates are printed as the user's own terminal does.
+  "LANG",
+  "LANGUAGE",
+  "LC_ALL",
+  "LC_ADDRESS",
+  "LC_COLLATE",
+  "LC_CTYPE",
+  "LC_IDENTIFICATION",
+  "LC_MEASUREMENT",
+  "LC_MESSAGES",
+  "LC_MONETARY",
+  "LC_NAME",
+  "LC_NUMERIC",
+  "LC_PAPER",
+  "LC_TELEPHONE",
+  "LC_TIME",
+  "TZ",
+  // Temporary files go where the user put them, not into a folder that may not exist or be shared.
+  "TMPDIR",
+  "TEMP",
+  "TMP",
+  // The terminal's kind and size, and the user's wish for no colours, for tools that format their output.
+  "TERM",
+  "COLORTERM",
+  "NO_COLOR",
+  "COLUMNS",
+  "LINES",
+  // XDG base folders: where tools keep their configuration, data and caches on Linux.
+  "XDG_CONFIG_HOME",
+  "XDG_CONFIG_DIRS",
+  "XDG_DATA_HOME",
+  "XDG_DATA_DIRS",
+  "XDG_CACHE_HOME",
+  "XDG_STATE_HOME",
+  "XDG_RUNTIME_DIR",
+  // A proxy and the certificates to trust behind it: without them no download works on a corporate network.
+  // A proxy URL with a password in it is still withheld by its value.
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "ALL_PROXY",
+  "NO_PROXY",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  // PowerShell's own: where its modules are, and the user's opt-out of its telemetry and update check.
+  "PSModulePath",
+  "PSModuleAnalysisCachePath",
+  "POWERSHELL_TELEMETRY_OPTOUT",
+  "POWERSHELL_UPDATECHECK",
+  "POWERSHELL_DISTRIBUTION_CHANNEL",
+  // The .NET runtime pwsh runs on: a pwsh installed as a .NET global tool (~/.dotnet/tools) finds it through
+  // DOTNET_ROOT when it is not in the default place, and a machine without ICU needs invariant globalization.
+  "DOTNET_ROOT",
+  "DOTNET_ROOT(x86)",
+  "DOTNET_ROOT_X86",
+  "DOTNET_ROOT_X64",
+  "DOTNET_ROOT_ARM64",
+  "DOTNET_SYSTEM_GLOBALIZATION_INVARIANT",
+  // Windows' own: without SystemRoot sockets and cryptography fail, ComSpec is the cmd.exe that tools start,
+  // PATHEXT is how a bare `git` finds git.exe, and the rest are the user's and the machine's folders and facts.
+  "SystemRoot",
+  "windir",
+  "SystemDrive",
+  "ComSpec",
+  "PATHEXT",
+  "OS",
+  "ProgramFiles",
+  "ProgramFiles(x86)",
+  "ProgramW6432",
+  "CommonProgramFiles",
+  "CommonProgramFiles(x86)",
+  "CommonProgramW6432",
+  "ProgramData",
+  "ALLUSERSPROFILE",
+  "PUBLIC",
+  "APPDATA",
+  "LOCALAPPDATA",
+  "USERPROFILE",
+  "USERNAME",
+  "USERDOMAIN",
+  "COMPUTERNAME",
+  "HOMEDRIVE",
+  "HOMEPATH",
+  "NUMBER_OF_PROCESSORS",
+  "PROCESSOR_ARCHITECTURE",
+  "PROCESSOR_ARCHITEW6432",
+  "PROCESSOR_IDENTIFIER",
+  "PROCESSOR_LEVEL",
+  "PROCESSOR_REVISION",
 ];
 
-/** A URL with a password in it (`scheme://user:password@host`), whatever the variable is called. */
-const URL_WITH_PASSWORD = /[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:[^\s/@]+@/i;
+/**
+ * Values that are credentials whatever the variable is called. An allowed name can still carry one (a proxy
+ * with a password, a key pasted into the wrong variable), so each allowed value is checked against these. Each
+ * one stays linear on a long value: a scheme is at most 32 characters, a token starts where a word does.
+ */
+export const CREDENTIAL_VALUE_PATTERNS: readonly RegExp[] = [
+  // A URL with a password in it: postgres://app:hunter2@db, http://me:pw@proxy:8080
+  /[a-z][a-z0-9+.-]{0,31}:\/\/[^\s/:@]*:[^\s/@]+@/i,
+  // A URL whose user part is a token: https://ghp_…@github.com/…, 16 characters or more with a digit in them
+  // (git@ and user@ are names, not tokens)
+  /[a-z][a-z0-9+.-]{0,31}:\/\/(?=[^\s/:@]*\d)[^\s/:@]{16,}@/i,
+  // An HTTP bearer token, with or without the `Authorization:` in front of it
+  /\bBearer\s+\S/i,
+  // A JSON Web Token: a base64url header and payload that both begin `{"`
+  /(?<![\w-])eyJ[\w-]*\.eyJ[\w-]*\./,
+  // A PEM private key of any kind: RSA, EC, OPENSSH, ENCRYPTED, PGP's key block
+  /-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----/,
+  // A password or key in a connection string: Server=x;Password=y, Pwd=, Azure's AccountKey= and SharedAccessKey=
+  /(?:^|[;\s])(?:Password|Pwd|AccountKey|SharedAccessKey)\s*=/i,
+  // .npmrc text: //registry.npmjs.org/:_authToken=…, _auth=…, _password=…
+  /\b_(?:authToken|auth|password)\s*=/i,
+];
 
-/** Whether `name=value` looks like a credential: by its name, or by a password in a URL. */
-export function isSecretVariable(name: string, value: string | undefined): boolean {
-  return SECRET_NAME_PATTERNS.some((pattern) => pattern.test(name)) || URL_WITH_PASSWORD.test(value ?? "");
+const ALLOWED_NAMES = new Set(COMMAND_ENVIRONMENT_NAMES.map((name) => name.toUpperCase()));
+
+/** Whether `value` looks like a credential, by one of CREDENTIAL_VALUE_PATTERNS. */
+export function looksLikeCredential(value: string): boolean {
+  return CREDENTIAL_VALUE_PATTERNS.some((pattern) => pattern.test(value));
 }
 
-/** The environment a command runs with: the agent's own, minus anything that looks like a credential. */
+/**
+ * Whether a command is given `name=value`: its name is one of COMMAND_ENVIRONMENT_NAMES and its value does not
+ * look like a credential. Only ASCII case is ignored: JavaScript would upper-case `ſHELL` into SHELL.
+ */
+function isCommandVariable(name: string, value: string): boolean {
+  return /^[\x21-\x7e]+$/.test(name) && ALLOWED_NAMES.has(name.toUpperCase()) && !looksLikeCredential(value);
+}
+
+/** The environment a command runs with: what it needs from the agent's own, and no credential. */
 export function commandEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(env).filter(([name, value]) => !isSecretVariable(name, value)));
+  const kept: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && isCommandVariable(name, value)) kept[name] = value;
+  }
+  return kept;
 }
 
 export interface PowerShellRunnerOptions {
