@@ -3,7 +3,7 @@ import type { Readable, Writable } from "node:stream";
 import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { AnswerInput } from "./cli/answer-input.js";
-import { argumentsView } from "./cli/approval-view.js";
+import { askApproval } from "./cli/approval-question.js";
 import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
 import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
@@ -47,9 +47,7 @@ export function processIO(): CliIO {
 }
 
 /** Only these answers allow a call; anything else, an empty line or end of input refuses it. */
-export function isYes(answer: string): boolean {
-  return /^(y|yes)$/i.test(answer.trim());
-}
+export { isYes } from "./cli/approval-question.js";
 
 /**
  * Asks on the terminal before each call. With no terminal on stdin nobody can answer, so it
@@ -72,15 +70,8 @@ export class TerminalAuthorizer implements ToolAuthorizer {
       this.terminal.line("无交互输入，默认拒绝。");
       return false;
     }
-    // An ordinary call is the book's four lines; a long or odd one is bounded, its command or path repeated last.
-    const view = argumentsView(request.arguments);
-    this.terminal.line(`工具调用需要批准: ${oneLine(request.toolName)}`);
-    this.terminal.line(`原因: ${oneLine(request.reason)}`);
-    this.terminal.line(`参数: ${view.json}`);
-    for (const line of view.below) this.terminal.line(line);
-    this.terminal.prompt("允许本次调用? [y/N] ");
-    const answer = await this.#answers.next();
-    return answer !== undefined && isYes(answer);
+    // An ordinary call is the book's four lines; any other shows whole, page by page, its command or path last.
+    return (await askApproval(this.terminal, this.#answers, request)) === "approved";
   }
 
   /** Releases stdin so the process can exit. */

@@ -264,7 +264,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     const { calls, narration, finalText } = walkthrough(3);
     expect(calls).toEqual([
       '→ glob {"pattern":"chapters/ch03/src/**/*.ts"}',
-      '→ write_file {"path":"chapter3-note.txt","content":"第 3 章在工具准备和执行之间插入了权限策略。\\n"}',
+      '→ write_file {"path":"chapter3-note.txt","content":"第 3 章：权限策略。\\n"}',
       '→ write_file {"path":"../outside.txt","content":"x"}',
     ]);
     expect(narration).toEqual([
