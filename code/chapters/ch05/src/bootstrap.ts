@@ -41,8 +41,8 @@ export interface BuildDependencies {
 }
 
 /** A real model: any OpenAI-compatible Chat Completions endpoint, through the official SDK. */
-export function openAIModel(settings: Settings): ModelClient {
-  return new OpenAIChatModel(settings);
+export function openAIModel(settings: Settings, onAttempt?: (attempt: number, attempts: number) => void): ModelClient {
+  return new OpenAIChatModel({ ...settings, ...(onAttempt === undefined ? {} : { onAttempt }) });
 }
 
 /** A model that answers with the assistant turns of a recorded history, for --replay and --demo. */

@@ -9,7 +9,7 @@ import { demoHooks } from "./cli/demo-hooks.js";
 import { liveHooks } from "./cli/live-hooks.js";
 import { progressListener } from "./cli/progress.js";
 import { Terminal } from "./cli/terminal.js";
-import { readTranscript, writeTranscript } from "./cli/transcript.js";
+import { readTranscript, replayedMessages, writeTranscript } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv } from "./config.js";
@@ -142,7 +142,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
     const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;
-    const replayed = script === undefined ? createModel(options, io, base) : replayModel(script.messages);
+    const replayed =
+      script === undefined ? createModel(options, io, base, terminal) : replayModel(replayedMessages(script));
     // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
     const model =
       demo === undefined || options.quiet
@@ -188,7 +189,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
   if (options?.transcript !== undefined && history.length > 0) {
     const path = resolve(base, options.transcript);
     try {
-      await writeTranscript(path, { chapter: options.chapter ?? 0, messages: history });
+      const rewrittenArguments = agent?.rewrittenArguments;
+      await writeTranscript(path, { chapter: options.chapter ?? 0, messages: history, rewrittenArguments });
     } catch (error) {
       terminal.line(`运行失败: cannot write the transcript to ${oneLine(path)}: ${oneLine((error as Error).message)}`);
       if (code === 0) code = 1;
@@ -259,16 +261,18 @@ function exitOnSignals(terminal: Terminal): () => void {
  * environment win over the file, as with every .env loader; a `.env` inside the workspace chooses no endpoint
  * for a key from elsewhere).
  */
-function createModel(options: CliOptions, io: CliIO, base: string): ModelClient {
+function createModel(options: CliOptions, io: CliIO, base: string, terminal: Terminal): ModelClient {
   const dotEnv = {
     path: join(base, ".env"),
     values: readDotEnv(base),
     inWorkspace: dotEnvInWorkspace(base, resolve(base, options.workspace ?? ".")) !== undefined,
   };
-  return openAIModel(
-    loadSettingsFrom(io.env, dotEnv, {
-      ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
-      ...(options.model === undefined ? {} : { model: options.model }),
-    }),
-  );
+  const settings = loadSettingsFrom(io.env, dotEnv, {
+    ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
+    ...(options.model === undefined ? {} : { model: options.model }),
+  });
+  // A retry replaces the waiting line, so a slow provider is not mistaken for a hung agent.
+  return openAIModel(settings, (attempt, attempts) => {
+    if (!options.quiet) terminal.status(`等待模型回复 (第 ${attempt} 次尝试, 最多 ${attempts} 次)…`);
+  });
 }

@@ -11,6 +11,7 @@ import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { buildAgent, replayModel } from "../src/bootstrap.js";
 import type { CliIO } from "../src/cli.js";
 import { prepareDemo } from "../src/cli/demo.js";
+import { demoHooks } from "../src/cli/demo-hooks.js";
 import { HookRegistry, HookResult, type HookCallback, type HookEvent } from "../src/core/hooks.js";
 import { AgentLimitError, AgentRunner, HookRunError, type RunResult } from "../src/core/loop.js";
 import { systemMessage, userMessage, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
@@ -25,6 +26,7 @@ import { completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/
 import { powershell } from "./support/powershell.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 import { Sink } from "./support/sink.js";
+import { typeAnswers } from "./support/typist.js";
 
 // The chapter 4 gate: hooks at the four mount points, through the real loop, registry, policy, tools
 // and a temporary disk. Only the model, the shell and the human are scripted; every run ends with
@@ -209,6 +211,22 @@ describe("rule 4: a Pre block", () => {
     expect(model.requests).toHaveLength(2);
     await expect(readFile(inWorkspace("generated.txt"), "utf8")).rejects.toThrow();
   });
+
+  // The file tools write one file for every spelling below (and Windows and macOS one for any case), so the demo's
+  // blocker must compare what the tools resolve, not what the model typed.
+  it.each(["./generated.txt", "generated.txt/", ".//generated.txt", "GENERATED.TXT"])(
+    "the demo's blocker holds for %s: blocked before any approval, nothing written",
+    async (path) => {
+      const hooks = new HookRegistry();
+      for (const { event, callback } of demoHooks()) if (event === "PreToolUse") hooks.register(event, callback);
+      const { message } = await runOne("write_file", { path, content: "x" }, hooks);
+      expect(message).toBe(BLOCKED);
+      expect(approval.requests).toEqual([]);
+      expect(audit.records).toEqual([]);
+      expect(handlerCalls()).toBe(0);
+      expect(readdirSync(workspace)).toEqual(["README.md"]);
+    },
+  );
 });
 
 describe("rule 5: rewrites", () => {
@@ -862,18 +880,22 @@ async function readThenAnswer(): Promise<LoopbackOpenAI> {
   return server;
 }
 
+/** `runCli` in the workspace; with `answers`, stdin is a terminal that types each one once its question shows. */
 async function runCliIn(
   argv: readonly string[],
   env: CliIO["env"],
+  answers?: readonly string[],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const { runCli } = await import("../src/cli.js");
+  const stdin = new PassThrough();
   const stdout = new Sink();
   const stderr = new Sink();
+  if (answers !== undefined) typeAnswers(stdin, stderr, answers);
   const io: CliIO = {
     env,
     cwd: workspace,
-    stdin: new PassThrough(),
-    stdinIsTTY: false,
+    stdin,
+    stdinIsTTY: answers !== undefined,
     stdout,
     stderr,
     stderrIsTTY: false,
@@ -966,6 +988,107 @@ describe("rule 13 through the CLI: a failing UserPromptSubmit or Stop hook", () 
     }
     const recorded = JSON.parse(readFileSync(transcript, "utf8")) as { messages: { role: string }[] };
     expect(recorded.messages.map((message) => message.role)).toEqual(roles);
+  });
+});
+
+describe("rule 5 through the CLI: the record says what ran", () => {
+  afterEach(() => {
+    vi.doUnmock("../src/cli/live-hooks.js");
+    vi.resetModules();
+  });
+
+  const MODEL_CALL = { id: "call_w", name: "write_file", arguments: JSON.stringify(WRITE_A) };
+  const RAN = JSON.stringify({ path: "b.txt", content: "B" });
+
+  it("a.txt → b.txt: the model's call stays as sent, the transcript records b.txt as what ran, and --replay writes b.txt", async () => {
+    vi.resetModules();
+    vi.doMock("../src/cli/live-hooks.js", async (importOriginal) => {
+      const real = await importOriginal<typeof import("../src/cli/live-hooks.js")>();
+      // The CLI's own module graph, reset above: its HookResult is the one the registry recognises.
+      const { HookResult: CliHookResult } = await import("../src/core/hooks.js");
+      return {
+        liveHooks: (...args: Parameters<typeof real.liveHooks>) => {
+          const hooks = real.liveHooks(...args);
+          hooks.register(
+            "PreToolUse",
+            (context) =>
+              new CliHookResult({
+                updatedInput: { ...(context.prepared as ValidToolCall), arguments: { path: "b.txt", content: "B" } },
+              }),
+          );
+          return hooks;
+        },
+      };
+    });
+    const server = await startLoopbackOpenAI((body) =>
+      (body as { messages: { role: string }[] }).messages.some((message) => message.role === "tool")
+        ? { json: completion({ content: "Wrote it." }) }
+        : { json: completion({ toolCalls: [MODEL_CALL] }) },
+    );
+    servers.push(server);
+    const transcript = join(root, "rewrite.json");
+    const run = await runCliIn(
+      ["run", "--chapter", "4", "--prompt", "把 A 写入 a.txt", "--transcript", transcript],
+      envFor(server),
+      ["y\n"],
+    );
+    expect(run.code).toBe(0);
+    expect(await readFile(inWorkspace("b.txt"), "utf8")).toBe("B");
+    expect(existsSync(inWorkspace("a.txt"))).toBe(false);
+    // What the model is shown, as the book shows it: its own call, answered by what ran.
+    const wireCall = {
+      id: "call_w",
+      type: "function",
+      function: { name: "write_file", arguments: MODEL_CALL.arguments },
+    };
+    const second = server.requests[1] as { messages: unknown[] };
+    expect(second.messages.slice(2)).toEqual([
+      { role: "assistant", content: null, tool_calls: [wireCall] },
+      { role: "tool", tool_call_id: "call_w", content: "Wrote 1 UTF-8 bytes to b.txt" },
+    ]);
+    const recorded = JSON.parse(readFileSync(transcript, "utf8")) as {
+      messages: unknown[];
+      rewritten_arguments?: unknown;
+    };
+    expect(recorded.messages.slice(1, 3)).toEqual(second.messages.slice(2));
+    expect(recorded.rewritten_arguments).toEqual([{ message: 1, tool_call_id: "call_w", arguments: RAN }]);
+
+    // The replay has no rewriting hook: it runs what the record says ran, through the policy and an approval.
+    vi.doUnmock("../src/cli/live-hooks.js");
+    vi.resetModules();
+    const again = join(root, "again");
+    await mkdir(again);
+    const replay = await runCliIn(["run", "--chapter", "4", "--replay", transcript, "--workspace", again], {}, ["y\n"]);
+    expect(replay.code).toBe(0);
+    expect(replay.stderr).toContain(
+      "[Permission] write_file: allow (terminal-approval) - User approved this tool call",
+    );
+    expect(await readFile(join(again, "b.txt"), "utf8")).toBe("B");
+    expect(existsSync(join(again, "a.txt"))).toBe(false);
+  });
+
+  it("a replay file whose rewritten_arguments names no recorded call is a configuration error, and nothing runs", async () => {
+    const transcript = join(root, "stale.json");
+    const messages = [
+      { role: "user", content: "把 A 写入 a.txt" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_w", type: "function", function: { name: "write_file", arguments: MODEL_CALL.arguments } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_w", content: "Wrote 1 UTF-8 bytes to b.txt" },
+      { role: "assistant", content: "Wrote it." },
+    ];
+    const stale = [{ message: 1, tool_call_id: "call_x", arguments: RAN }];
+    await writeFile(transcript, JSON.stringify({ chapter: 4, messages, rewritten_arguments: stale }), "utf8");
+    const run = await runCliIn(["run", "--chapter", "4", "--replay", transcript], {}, ["y\n"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr.split("\n").filter((line) => line.startsWith("配置错误: "))).toEqual([
+      `配置错误: transcript ${transcript} rewritten_arguments[0] names "call_x", which is no tool call of messages[1]`,
+    ]);
+    expect(readdirSync(workspace)).toEqual(["README.md"]);
   });
 });
 

@@ -81,6 +81,34 @@ describe("HookContext: each event carries only its own fields", () => {
     expect(Reflect.set(context.prepared?.arguments ?? {}, "path", "b.txt")).toBe(false);
     expect(context.prepared?.arguments.path).toBe("a.txt");
   });
+
+  it("Pre and Post carry resolvedPath, the path the file tools resolve, beside the model's spelling; none where no file is named", () => {
+    const resolved = (args: unknown, name = "write_file"): [unknown, string | undefined, string | undefined] => {
+      const call = prepared(name, args);
+      const pre = new HookContext({ event: "PreToolUse", prepared: call });
+      const post = new HookContext({ event: "PostToolUse", prepared: call, result: toolSuccess("ok") });
+      return [pre.prepared?.arguments.path, pre.resolvedPath, post.resolvedPath];
+    };
+    const spellings: [string, string][] = [
+      ["a.txt", "a.txt"],
+      ["./a.txt", "a.txt"],
+      ["a.txt/", "a.txt"],
+      [".//a.txt", "a.txt"],
+      ["notes\\a.txt", "notes/a.txt"],
+      ["notes/./a.txt/", "notes/a.txt"],
+      ["notes/generated.txt", "notes/generated.txt"],
+    ];
+    for (const [path, expected] of spellings) {
+      expect(resolved({ path, content: "A" })).toEqual([path, expected, expected]);
+    }
+    expect(resolved({ path: "./README.md" }, "read_file")).toEqual(["./README.md", "README.md", "README.md"]);
+    // Paths the tools refuse name no file in the workspace: a hook sees undefined, the tool answers path_escape.
+    for (const path of ["../a.txt", "notes/../a.txt", "/etc/passwd", "C:\\x.txt", ".", "./", "NUL.txt"]) {
+      expect(resolved({ path, content: "A" })).toEqual([path, undefined, undefined]);
+    }
+    expect(resolved({ command: "Get-ChildItem" }, "shell")).toEqual([undefined, undefined, undefined]);
+    expect(resolved({ pattern: "./*.md" }, "glob")).toEqual([undefined, undefined, undefined]);
+  });
 });
 
 describe("HookResult: one meaning per field, checked per event", () => {
@@ -326,6 +354,20 @@ describe("rule 5: updatedInput is re-validated against the call it replaces, the
     });
     await hooks.runPreTool(prepared());
     expect(seen).toEqual([{ path: "b.txt", content: "B" }]);
+  });
+
+  it("the next Pre callback's resolvedPath is the rewritten call's", async () => {
+    const hooks = rewrite((p) => ({ ...p, arguments: { path: "./notes//b.txt", content: "B" } }));
+    const seen: (string | undefined)[] = [];
+    const record = (context: HookContext): HookResult => {
+      seen.push(context.resolvedPath);
+      return new HookResult();
+    };
+    hooks.register("PreToolUse", record);
+    hooks.register("PostToolUse", record);
+    const merged = await hooks.runPreTool(prepared("write_file", { path: "a.txt", content: "A" }));
+    await hooks.runPostTool(merged.updatedInput as ValidToolCall, toolSuccess("ok"));
+    expect(seen).toEqual(["notes/b.txt", "notes/b.txt"]);
   });
 
   it.each([

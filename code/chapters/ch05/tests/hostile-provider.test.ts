@@ -1,14 +1,18 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { PassThrough } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAX_REPLY_BYTES } from "../src/adapters/bounded-fetch.js";
-import { OpenAIChatModel, redacted } from "../src/adapters/openai-chat.js";
+import { MODEL_CALL_BUDGET_MS, OpenAIChatModel, redacted } from "../src/adapters/openai-chat.js";
 import { MAX_TOOL_CALLS_IN_REPLY, parseChatCompletion } from "../src/adapters/openai-reply.js";
+import { runCli } from "../src/cli.js";
 import { ConfigurationError, loadSettings } from "../src/config.js";
 import { ModelCallError } from "../src/core/loop.js";
 import { userMessage } from "../src/core/messages.js";
 import { completion, startLoopbackOpenAI } from "./support/loopback-openai.js";
+import { Sink } from "./support/sink.js";
 
 // A provider, or whatever answers at its address, is hostile: it may ask for any number of calls, and it may
 // echo the key back in an error. Neither may reach the loop or the terminal.
@@ -121,7 +125,10 @@ async function serve(
   return { baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, requests: () => count };
 }
 
-async function failureOf(baseURL: string, options: { timeoutMs?: number; maxRetries?: number } = {}): Promise<unknown> {
+async function failureOf(
+  baseURL: string,
+  options: { timeoutMs?: number; maxRetries?: number; budgetMs?: number } = {},
+): Promise<unknown> {
   const model = new OpenAIChatModel({ baseURL, apiKey: "sk-test", model: "m", maxRetries: 0, ...options });
   return model.complete({ messages: [userMessage("hi")], tools: [] }).then(
     () => undefined,
@@ -182,5 +189,72 @@ describe("what answers at the base URL", () => {
     const reply = await model.complete({ messages: [userMessage("hi")], tools: [] });
     expect(reply.message.content).toBe("ok");
     expect(server.requests()).toBe(2);
+  });
+
+  it("a provider that never answers meets the whole call's budget, however many retries are allowed", async () => {
+    expect(MODEL_CALL_BUDGET_MS).toBe(300_000);
+    const server = await serve(() => {
+      // Never answered: each attempt meets its own deadline, and the SDK would retry twenty times.
+    });
+    const failure = await failureOf(server.baseURL, { timeoutMs: 300, maxRetries: 20, budgetMs: 1_500 });
+    expect(failure).toBeInstanceOf(ModelCallError);
+    expect((failure as Error).message).toMatch(
+      /^The model call took longer than 1\.5 s over [2-4] attempts; check OPENAI_BASE_URL and the provider's status$/,
+    );
+    expect(server.requests()).toBeLessThanOrEqual(4);
+  });
+
+  it("each retry is told to the caller, with its number and how many there can be", async () => {
+    const server = await serve((_request, response, index) => {
+      if (index < 2) {
+        response.writeHead(500, { "content-type": "application/json", "retry-after-ms": "10" });
+        response.end(JSON.stringify({ error: { message: "busy" } }));
+        return;
+      }
+      response
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify(completion({ content: "ok" })));
+    });
+    const attempts: [number, number][] = [];
+    const model = new OpenAIChatModel({
+      baseURL: server.baseURL,
+      apiKey: "sk-test",
+      model: "m",
+      onAttempt: (attempt, of) => attempts.push([attempt, of]),
+    });
+    expect((await model.complete({ messages: [userMessage("hi")], tools: [] })).message.content).toBe("ok");
+    expect(attempts).toEqual([
+      [2, 3],
+      [3, 3],
+    ]);
+    // The next call counts from its own first attempt.
+    await model.complete({ messages: [userMessage("again")], tools: [] });
+    expect(attempts).toHaveLength(2);
+  });
+});
+
+describe("the CLI waiting on a provider that fails and retries", () => {
+  it("replaces its waiting line with the attempt it is on, and leaves it out with --quiet", async () => {
+    const server = await serve((_request, response, index) => {
+      if (index % 2 === 0) {
+        response.writeHead(503, { "content-type": "application/json", "retry-after-ms": "10" });
+        response.end(JSON.stringify({ error: { message: "busy" } }));
+        return;
+      }
+      response
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify(completion({ content: "done" })));
+    });
+    const run = async (...extra: string[]): Promise<string> => {
+      const [stdout, stderr] = [new Sink(), new Sink()];
+      const env = { OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.baseURL, OPENAI_MODEL: "m", NO_COLOR: "1" };
+      const io = { env, cwd: tmpdir(), stdin: new PassThrough().end(), stdinIsTTY: false, stdout, stderr };
+      const argv = ["run", "--chapter", "1", "--prompt", "hi", "--workspace", tmpdir(), ...extra];
+      expect(await runCli(argv, { ...io, stderrIsTTY: true })).toBe(0);
+      expect(stdout.text).toBe("done\n");
+      return stderr.text;
+    };
+    expect(await run()).toContain("等待模型回复 (第 2 次尝试, 最多 3 次)…");
+    expect(await run("--quiet")).not.toContain("次尝试");
   });
 });

@@ -26,10 +26,25 @@ export function boundedFetch(bounds: FetchBounds): typeof fetch {
   const maxBytes = bounds.maxBytes ?? MAX_REPLY_BYTES;
   const maxRetryAfterMs = bounds.maxRetryAfterMs ?? MAX_RETRY_AFTER_MS;
   return async (input, init) => {
-    const deadline = AbortSignal.timeout(bounds.deadlineMs);
-    const signal = init?.signal ? AbortSignal.any([init.signal, deadline]) : deadline;
-    const response = await fetch(input, { ...init, redirect: "manual", signal });
+    // A timer of our own rather than AbortSignal.timeout: a timeout signal that only AbortSignal.any refers to can
+    // be garbage-collected before it fires, and then a dripping body is waited on forever.
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new DOMException("The attempt's deadline passed", "TimeoutError")),
+      bounds.deadlineMs,
+    );
+    // While an attempt is in flight its socket keeps the process alive; a body no one reads to its end must not.
+    timer.unref();
+    const signal = init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal;
+    let response: Response;
+    try {
+      response = await fetch(input, { ...init, redirect: "manual", signal });
+    } catch (error) {
+      clearTimeout(timer);
+      throw error;
+    }
     if (response.status >= 300 && response.status < 400) {
+      clearTimeout(timer);
       await response.body?.cancel();
       throw new ProviderReplyError(
         `The model provider answered with a redirect (HTTP ${response.status}); redirects are not followed, so set OPENAI_BASE_URL to the final address`,
@@ -46,15 +61,21 @@ export function boundedFetch(bounds: FetchBounds): typeof fetch {
         transform(chunk, controller) {
           received += chunk.byteLength;
           if (received <= maxBytes) controller.enqueue(chunk);
-          else
+          else {
+            clearTimeout(timer);
             controller.error(
               new ProviderReplyError(
                 `The model provider's reply is larger than ${maxBytes / 1024 / 1024} MiB; it was not read further`,
               ),
             );
+          }
+        },
+        flush() {
+          clearTimeout(timer);
         },
       }),
     );
+    if (counted === undefined) clearTimeout(timer);
     return new Response(counted ?? null, { status: response.status, statusText: response.statusText, headers });
   };
 }

@@ -13,7 +13,14 @@ export interface OpenAIChatOptions {
   readonly model: string;
   readonly timeoutMs?: number;
   readonly maxRetries?: number;
+  /** The whole call, every attempt and every wait between them included. */
+  readonly budgetMs?: number;
+  /** Told when a call starts its second or later attempt, so a person waiting knows it is retrying. */
+  readonly onAttempt?: (attempt: number, attempts: number) => void;
 }
+
+/** How long one model call may take across all its attempts: each attempt's deadline alone allows three times 120 s. */
+export const MODEL_CALL_BUDGET_MS = 300_000;
 
 /** Our message as Chat Completions wants it on the wire; made anew for every request. */
 export function toOpenAIMessage(message: ChatMessage): OpenAI.Chat.ChatCompletionMessageParam {
@@ -41,16 +48,24 @@ export function toOpenAIMessage(message: ChatMessage): OpenAI.Chat.ChatCompletio
 /** `ModelClient` over the official `openai` SDK's Chat Completions; no SDK object leaves this file. */
 export class OpenAIChatModel implements ModelClient {
   readonly #client: OpenAI;
+  /** Attempts made by the call in progress; the loop makes one call at a time. */
+  #attempts = 0;
 
   constructor(private readonly options: OpenAIChatOptions) {
     const timeout = options.timeoutMs ?? 120_000;
+    const maxRetries = options.maxRetries ?? 2;
+    // One deadline per attempt that covers the body, no redirects, a bounded body and a bounded Retry-After.
+    const bounded = boundedFetch({ deadlineMs: timeout });
     this.#client = new OpenAI({
       apiKey: options.apiKey,
       baseURL: options.baseURL,
       timeout,
-      maxRetries: options.maxRetries ?? 2,
-      // One deadline per attempt that covers the body, no redirects, a bounded body and a bounded Retry-After.
-      fetch: boundedFetch({ deadlineMs: timeout }),
+      maxRetries,
+      fetch: (input, init) => {
+        this.#attempts += 1;
+        if (this.#attempts > 1) options.onAttempt?.(this.#attempts, maxRetries + 1);
+        return bounded(input, init);
+      },
     });
   }
 
@@ -58,15 +73,23 @@ export class OpenAIChatModel implements ModelClient {
     // The loop checks pairing too; checking here keeps this adapter safe for any other caller.
     validateToolPairing(request.messages);
     let body: unknown;
+    const budgetMs = this.options.budgetMs ?? MODEL_CALL_BUDGET_MS;
+    const budget = AbortSignal.timeout(budgetMs);
+    this.#attempts = 0;
     try {
-      body = await this.#client.chat.completions.create({
-        model: this.options.model,
-        messages: request.messages.map(toOpenAIMessage),
-        ...(request.tools.length > 0 ? { tools: request.tools as OpenAI.Chat.ChatCompletionTool[] } : {}),
-      });
+      body = await this.#client.chat.completions.create(
+        {
+          model: this.options.model,
+          messages: request.messages.map(toOpenAIMessage),
+          ...(request.tools.length > 0 ? { tools: request.tools as OpenAI.Chat.ChatCompletionTool[] } : {}),
+        },
+        { signal: budget },
+      );
     } catch (error) {
-      const description = redacted(describeFailure(error, this.options.model), this.options.apiKey);
-      throw new ModelCallError(description, { cause: error });
+      const description = budget.aborted
+        ? `The model call took longer than ${budgetMs / 1000} s over ${this.#attempts} attempt${this.#attempts === 1 ? "" : "s"}; check OPENAI_BASE_URL and the provider's status`
+        : describeFailure(error, this.options.model);
+      throw new ModelCallError(redacted(description, this.options.apiKey), { cause: error });
     }
     return parseChatCompletion(body);
   }

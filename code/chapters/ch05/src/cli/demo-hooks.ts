@@ -20,7 +20,9 @@ export function demoHooks(): readonly HookRegistration[] {
     {
       event: "PreToolUse",
       callback: (context) => {
-        if (context.prepared?.arguments.path !== MANAGED_FILE) return new HookResult();
+        // The resolved path, not the model's spelling: `./generated.txt` and `generated.txt/` write this file too,
+        // and so does `GENERATED.TXT` on Windows and macOS, whose disks do not tell case apart.
+        if (context.resolvedPath?.toLowerCase() !== MANAGED_FILE) return new HookResult();
         return new HookResult({ blockingError: toolError("hook_blocked", `${MANAGED_FILE} is managed elsewhere`) });
       },
     },

@@ -8,10 +8,36 @@ import type { ChatMessage, ToolCall } from "../core/messages.js";
 export interface Transcript {
   readonly chapter: number;
   readonly messages: readonly ChatMessage[];
+  /**
+   * From chapter 4: the calls of `messages` a PreToolUse hook rewrote, each with the arguments (JSON text) that went
+   * to the policy, the approval and the handler. `messages` keeps every call as the model sent it.
+   */
+  readonly rewrittenArguments?: ReadonlyMap<ToolCall, string>;
+}
+
+/** One entry of the file's `rewritten_arguments`: which call (by position, as ids may repeat) and what it ran with. */
+interface WireRewrite {
+  readonly message: number;
+  readonly tool_call_id: string;
+  readonly arguments: string;
 }
 
 export async function writeTranscript(path: string, transcript: Transcript): Promise<void> {
-  const wire = { chapter: transcript.chapter, messages: transcript.messages.map(toOpenAIMessage) };
+  const rewritten = transcript.rewrittenArguments ?? new Map<ToolCall, string>();
+  const rewrites = transcript.messages.flatMap((message, index): WireRewrite[] =>
+    message.role !== "assistant"
+      ? []
+      : message.toolCalls.flatMap((call) => {
+          const ran = rewritten.get(call);
+          return ran === undefined ? [] : [{ message: index, tool_call_id: call.id, arguments: ran }];
+        }),
+  );
+  const wire = {
+    chapter: transcript.chapter,
+    messages: transcript.messages.map(toOpenAIMessage),
+    // Only when a hook rewrote a call: a run without one is recorded exactly as before.
+    ...(rewrites.length === 0 ? {} : { rewritten_arguments: rewrites }),
+  };
   await writeFile(path, `${JSON.stringify(wire, null, 2)}\n`, "utf8");
 }
 
@@ -22,14 +48,58 @@ export async function readTranscript(path: string | URL): Promise<Transcript> {
   } catch (error) {
     throw new ConfigurationError(`cannot read transcript ${String(path)}: ${(error as Error).message}`);
   }
-  const record = raw as { chapter?: unknown; messages?: unknown };
+  const record = raw as { chapter?: unknown; messages?: unknown; rewritten_arguments?: unknown };
   if (!Array.isArray(record.messages)) {
     throw new ConfigurationError(`transcript ${String(path)} has no "messages" array`);
   }
   const messages = record.messages.map((message: unknown, index) =>
     toMessage(message, `${String(path)} messages[${index}]`),
   );
-  return { chapter: typeof record.chapter === "number" ? record.chapter : 0, messages };
+  const chapter = typeof record.chapter === "number" ? record.chapter : 0;
+  if (record.rewritten_arguments === undefined) return { chapter, messages };
+  const rewrittenArguments = toRewrites(record.rewritten_arguments, messages, `transcript ${String(path)}`);
+  return { chapter, messages, rewrittenArguments };
+}
+
+/**
+ * The recorded messages as a replay answers with them: a call a hook rewrote carries the arguments it ran with, so
+ * the replay puts to the policy, the approval and the handler what happened, not what the model first asked.
+ */
+export function replayedMessages(transcript: Transcript): readonly ChatMessage[] {
+  const rewritten = transcript.rewrittenArguments;
+  if (rewritten === undefined || rewritten.size === 0) return transcript.messages;
+  return transcript.messages.map((message) => {
+    if (message.role !== "assistant" || !message.toolCalls.some((call) => rewritten.has(call))) return message;
+    const calls = message.toolCalls.map((call) => {
+      const ran = rewritten.get(call);
+      return ran === undefined ? call : toolCall(call.id, call.name, ran);
+    });
+    return assistantMessage(message.content, calls);
+  });
+}
+
+/** `rewritten_arguments`, each entry naming a call the messages hold: a stale or edited entry must not pass unseen. */
+function toRewrites(value: unknown, messages: readonly ChatMessage[], where: string): ReadonlyMap<ToolCall, string> {
+  if (!Array.isArray(value)) throw new ConfigurationError(`${where} "rewritten_arguments" must be a list`);
+  const rewrites = new Map<ToolCall, string>();
+  value.forEach((entry: unknown, index) => {
+    const at = `${where} rewritten_arguments[${index}]`;
+    const fields = (typeof entry === "object" && entry !== null ? entry : {}) as Record<string, unknown>;
+    const { message: position, tool_call_id: id, arguments: args } = fields;
+    if (!Number.isInteger(position) || typeof id !== "string" || typeof args !== "string") {
+      throw new ConfigurationError(`${at} needs an integer message, a string tool_call_id and string arguments`);
+    }
+    const holder = messages[position as number];
+    const call = holder?.role === "assistant" ? holder.toolCalls.find((candidate) => candidate.id === id) : undefined;
+    if (call === undefined) {
+      throw new ConfigurationError(
+        `${at} names ${JSON.stringify(id)}, which is no tool call of messages[${String(position)}]`,
+      );
+    }
+    if (rewrites.has(call)) throw new ConfigurationError(`${at} names ${JSON.stringify(id)} a second time`);
+    rewrites.set(call, args);
+  });
+  return rewrites;
 }
 
 function toMessage(value: unknown, where: string): ChatMessage {

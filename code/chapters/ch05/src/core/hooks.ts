@@ -1,6 +1,7 @@
 import { isChatMessage, systemMessage, userMessage } from "./messages.js";
 import type { ChatMessage, SystemMessage, UserMessage } from "./messages.js";
 import { PERMISSION_BEHAVIORS, type PermissionBehavior } from "./permissions.js";
+import { workspaceSegments } from "./safe-path.js";
 import { copyToolResult, freezePreparedToolCall, isToolResult } from "./tools.js";
 import type { ToolResult, ValidToolCall } from "./tools.js";
 
@@ -51,6 +52,21 @@ export interface HookContextOptions {
   readonly stopHookActive?: boolean;
 }
 
+/**
+ * The file a call's `path` argument names, as the file tools resolve it before they touch the disk: the model may
+ * spell one file many ways (`./a.txt`, `a.txt/`, `.//a.txt`, `notes\a.txt`), and a hook that compares the raw
+ * text lets all but one through. Undefined when there is no string `path`, or one the tools refuse.
+ */
+function resolvedPathOf(prepared: ValidToolCall | undefined): string | undefined {
+  const path = prepared?.arguments.path;
+  if (typeof path !== "string") return undefined;
+  try {
+    return workspaceSegments(path).join("/");
+  } catch {
+    return undefined;
+  }
+}
+
 /** What one event tells its callbacks: frozen, and only the fields that event owns. */
 export class HookContext {
   readonly event: HookEvent;
@@ -59,6 +75,12 @@ export class HookContext {
   readonly result: ToolResult | undefined;
   readonly history: readonly ChatMessage[] | undefined;
   readonly stopHookActive: boolean | undefined;
+  /**
+   * Ours, beside `prepared` (Pre and Post): the workspace-relative path the call's `path` argument resolves to,
+   * `/`-separated, with no `.` or empty segment. Derived, never given. Lexical: case is kept and links are not
+   * followed, since whether `A.txt` is `a.txt`, or where a link leads, is the disk's answer.
+   */
+  readonly resolvedPath: string | undefined;
 
   constructor(options: HookContextOptions) {
     const event = requireEvent(options.event);
@@ -89,6 +111,7 @@ export class HookContext {
     this.result = result === undefined ? undefined : copyToolResult(result);
     this.history = history === undefined ? undefined : Object.freeze([...history]);
     this.stopHookActive = stopHookActive;
+    this.resolvedPath = resolvedPathOf(this.prepared);
     Object.freeze(this);
   }
 }

@@ -120,6 +120,7 @@ export class AgentRunner {
   readonly #toolRoundObserver: ToolRoundObserver | undefined;
   readonly #onEvent: AgentEventListener | undefined;
   readonly #history: ChatMessage[] = [];
+  readonly #rewritten = new Map<ToolCall, string>();
 
   constructor(options: AgentRunnerOptions) {
     const maxTurns = options.maxTurns ?? 20;
@@ -142,6 +143,16 @@ export class AgentRunner {
   /** The conversation so far, also after a failed run; a frozen copy. */
   get history(): readonly ChatMessage[] {
     return Object.freeze([...this.#history]);
+  }
+
+  /**
+   * The calls of the history a PreToolUse hook rewrote (the history's own call objects: an id may come back in a
+   * later reply), each with the arguments, as JSON text, that the policy, the approval and the handler got instead.
+   * The history keeps every call as the model sent it, since that is what the model is shown; a record of the run
+   * needs both. A copy, also after a failed run.
+   */
+  get rewrittenArguments(): ReadonlyMap<ToolCall, string> {
+    return new Map(this.#rewritten);
   }
 
   /** Progress for whoever listens; a listener that throws changes nothing about the run or its pairing. */
@@ -291,6 +302,7 @@ export class AgentRunner {
     if (pre.blockingError !== undefined) return done(pre.blockingError, pre.additionalContext);
     // From here on everyone sees the same frozen arguments: the rewritten ones when a hook rewrote them.
     const effective = pre.updatedInput ?? prepared;
+    if (pre.updatedInput !== undefined) this.#rewritten.set(call, JSON.stringify(effective.arguments));
 
     if (this.#permissionPolicy !== undefined) {
       try {
