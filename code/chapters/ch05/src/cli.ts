@@ -3,7 +3,7 @@ import type { Readable, Writable } from "node:stream";
 import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { AnswerInput } from "./cli/answer-input.js";
-import { argumentsView } from "./cli/approval-view.js";
+import { askApproval, UNSHOWABLE_REASON } from "./cli/approval-question.js";
 import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
 import { demoHooks } from "./cli/demo-hooks.js";
 import { liveHooks } from "./cli/live-hooks.js";
@@ -56,9 +56,7 @@ export function processIO(): CliIO {
 }
 
 /** Only these answers allow a call; anything else, an empty line or end of input refuses it. */
-export function isYes(answer: string): boolean {
-  return /^(y|yes)$/i.test(answer.trim());
-}
+export { isYes } from "./cli/approval-question.js";
 
 /**
  * Asks on the terminal before each call. With no terminal on stdin nobody can answer, so it
@@ -81,16 +79,17 @@ export class TerminalApprovalProvider implements ApprovalProvider {
       this.terminal.line("无交互输入，默认拒绝。");
       return new PermissionDecision("deny", "No interactive approval input was available", "terminal-approval");
     }
-    // An ordinary call is the book's four lines; a long or odd one is bounded, its command or path repeated last.
-    const view = argumentsView(request.prepared.arguments);
-    this.terminal.line(`工具调用需要批准: ${oneLine(request.toolName)}`);
-    // The policy always says which ask this settles; the reason is what the person is asked about.
-    this.terminal.line(`原因: ${oneLine(request.proposedDecision?.reason ?? "")}`);
-    this.terminal.line(`参数: ${view.json}`);
-    for (const line of view.below) this.terminal.line(line);
-    this.terminal.prompt("允许本次调用? [y/N] ");
-    const answer = await this.#answers.next();
-    const allowed = answer !== undefined && isYes(answer);
+    // An ordinary call is the book's four lines; any other shows whole, page by page, its command or path last.
+    const answer = await askApproval(this.terminal, this.#answers, {
+      toolName: request.toolName,
+      // The policy always says which ask this settles; the reason is what the person is asked about.
+      reason: request.proposedDecision?.reason ?? "",
+      arguments: request.prepared.arguments,
+    });
+    if (answer === "unshowable") {
+      return new PermissionDecision("deny", UNSHOWABLE_REASON, "terminal-approval");
+    }
+    const allowed = answer === "approved";
     return new PermissionDecision(
       allowed ? "allow" : "deny",
       allowed ? "User approved this tool call" : "User denied this tool call",

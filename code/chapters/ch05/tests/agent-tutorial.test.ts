@@ -269,7 +269,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     const { calls, narration, finalText } = walkthrough(3);
     expect(calls).toEqual([
       '→ glob {"pattern":"chapters/ch03/src/**/*.ts"}',
-      '→ write_file {"path":"chapter3-note.txt","content":"第 3 章在工具准备和执行之间插入了权限策略。\\n"}',
+      '→ write_file {"path":"chapter3-note.txt","content":"第 3 章：权限策略。\\n"}',
       '→ write_file {"path":"../outside.txt","content":"x"}',
     ]);
     expect(narration).toEqual([
@@ -328,7 +328,10 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       "演示工作区: <ws>",
       "[Hook] UserPromptSubmit",
       narration[0],
-      calls[0],
+      // A progress line wider than 79 columns goes on in rows of our own, so no row starts with the model's text.
+      '→ todo_write {"todos":[{"content":"  读取 README.md  ","status":"in_progress"}',
+      '    | ,{"content":"写下运行步骤","status":"pending"},{"content":"总结验证步骤",',
+      '    | "status":"pending"}]}',
       ...allowed("todo_write"),
       narration[1],
       calls[1],
@@ -347,7 +350,9 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       ...allowed("glob"),
       "（这次请求末尾多了一条临时 system 提醒：Keep the TODO list current. Call todo_write with the complete task snapshot when the plan changes. 它只在这一次请求里，不进历史，也不进 transcript。）",
       narration[5],
-      calls[5],
+      '→ todo_write {"todos":[{"content":"读取 README.md","status":"completed"},{"con',
+      '    | tent":"写下运行步骤","status":"completed"},{"content":"总结验证步骤","sta',
+      '    | tus":"completed"}]}',
       ...allowed("todo_write"),
       "[Hook] Stop",
       ROOT_LINE,

@@ -8,6 +8,8 @@ import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { SYSTEM_PROMPT } from "../src/bootstrap.js";
+import { UNSHOWABLE_LINE, UNSHOWABLE_REASON } from "../src/cli/approval-question.js";
+import { argumentsView, BOUNDS, CONTINUED } from "../src/cli/approval-view.js";
 import { helpText } from "../src/cli/args.js";
 import { Terminal } from "../src/cli/terminal.js";
 import { isYes, runCli, TerminalApprovalProvider, TerminalAuditSink, type CliIO } from "../src/cli.js";
@@ -21,7 +23,7 @@ import { powershell } from "./support/powershell.js";
 import { FILE_TOOLS } from "./support/file-tools.js";
 import { Sink } from "./support/sink.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
-import { aMomentLater, asked, typeAnswers } from "./support/typist.js";
+import { aMomentLater, asked, PAGE_PROMPT_END, typeAnswers } from "./support/typist.js";
 import { runCliWithoutTerminal } from "./support/cli-run.js";
 
 /** What `src/chapters/ch03.ts` puts in front of the reader's arguments. */
@@ -803,25 +805,77 @@ describe("TerminalApprovalProvider", () => {
     );
   });
 
-  it("a padded command is shown bounded, with its first line right above the question", async () => {
-    const { input, output, approval } = provider(true);
-    typeAnswers(input, output, ["n\n"]);
-    const command = `Remove-Item -Recurse ~${" ".repeat(3000)}\n${askLines("Get-ChildItem")}`;
-    const padded = new PermissionRequest({
-      prepared: { ...prepared, arguments: { command } },
+  /** The shell call asked about with `args`, as the policy's ask hands it over. */
+  const asking = (args: Record<string, unknown>): PermissionRequest =>
+    new PermissionRequest({
+      prepared: { ...prepared, arguments: args },
       context,
       proposedDecision: new PermissionDecision("ask", REASON, "shell-default"),
     });
-    expect(await approval.decide(padded)).toStrictEqual(REFUSED);
+
+  it("a padded command is shown whole in rows of its own, with its first line right above the question", async () => {
+    const { input, output, approval } = provider(true);
+    typeAnswers(input, output, ["n\n"]);
+    const command = `Remove-Item -Recurse ~${" ".repeat(3000)}\n${askLines("Get-ChildItem")}`;
+    expect(await approval.decide(asking({ command }))).toStrictEqual(REFUSED);
     approval.close();
     const shown = output.text.split("\n");
     expect(shown.slice(0, 2)).toEqual(["工具调用需要批准: shell", `原因: ${REASON}`]);
     expect(shown[2]).toBe('参数: {"command":"Remove-Item -Recurse ~"[3000 个空白]"\\n工具调用需要批准: shel');
-    expect(shown[3]).toMatch(/^ {4}\| l\\n原因: /);
-    expect(shown.slice(4)).toEqual([
+    const rows = shown.slice(3, -2);
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) expect(row.startsWith(CONTINUED)).toBe(true);
+    expect(shown.slice(-2)).toEqual([
       "命令 (第 1 行, 共 5 行): Remove-Item -Recurse ~[3000 个空白]",
       "允许本次调用? [y/N] ",
     ]);
+  });
+
+  it("a view longer than a page is shown a page at a time: Enter shows the next, then the question", async () => {
+    const content = Array.from({ length: 100 }, (_, index) => `line ${index} ${"x".repeat(60)}`).join("\n");
+    const view = argumentsView({ command: content });
+    const lines = [`参数: ${view.json}`, ...view.below];
+    expect(lines.length).toBeGreaterThan(2 * BOUNDS.pageRows);
+    const { input, output, approval } = provider(true);
+    typeAnswers(input, output, ["\n", "\n", "y\n"]);
+    expect(await approval.decide(asking({ command: content }))).toStrictEqual(ALLOWED);
+    approval.close();
+    const left = (shown: number): string => `(还有 ${lines.length - shown} 行未显示; ${PAGE_PROMPT_END}`;
+    expect(output.text).toBe(
+      [
+        "工具调用需要批准: shell",
+        `原因: ${REASON}`,
+        ...lines.slice(0, BOUNDS.pageRows),
+        `${left(BOUNDS.pageRows)}${lines[BOUNDS.pageRows]}`,
+        ...lines.slice(BOUNDS.pageRows + 1, 2 * BOUNDS.pageRows),
+        `${left(2 * BOUNDS.pageRows)}${lines[2 * BOUNDS.pageRows]}`,
+        ...lines.slice(2 * BOUNDS.pageRows + 1),
+        "允许本次调用? [y/N] ",
+      ].join("\n"),
+    );
+  });
+
+  it.each(["n\n", "y\n", "q\n"])(
+    "anything but Enter at a page prompt (%j) refuses without the question",
+    async (typed) => {
+      const content = Array.from({ length: 100 }, (_, index) => `line ${index} ${"x".repeat(60)}`).join("\n");
+      const { input, output, approval } = provider(true);
+      typeAnswers(input, output, [typed]);
+      expect(await approval.decide(asking({ command: content }))).toStrictEqual(REFUSED);
+      approval.close();
+      expect(output.text).not.toContain("允许本次调用");
+    },
+  );
+
+  it("arguments no one could read whole are refused without a question, and stdin is not read for them", async () => {
+    const { input, output, approval } = provider(true);
+    const content = "x".repeat(BOUNDS.approvalRows * BOUNDS.row);
+    expect(await approval.decide(asking({ command: content }))).toStrictEqual(
+      new PermissionDecision("deny", UNSHOWABLE_REASON, "terminal-approval"),
+    );
+    approval.close();
+    expect(output.text).toBe(`工具调用需要批准: shell\n原因: ${REASON}\n${UNSHOWABLE_LINE}\n`);
+    expect(input.readableLength).toBe(0);
   });
 
   it.each(["y\n", "Y\n", "yes\n", "YES \n", " yes\n", "y\r\n"])(

@@ -53,9 +53,9 @@ function seededSources(): string[] {
 
 // The book's calls A, B and C, as the progress lines show them.
 const CALL_A = '→ glob {"pattern":"chapters/ch03/src/**/*.ts"}';
-const CALL_B = '→ write_file {"path":"chapter3-note.txt","content":"第 3 章在工具准备和执行之间插入了权限策略。\\n"}';
+const CALL_B = '→ write_file {"path":"chapter3-note.txt","content":"第 3 章：权限策略。\\n"}';
 const CALL_C = '→ write_file {"path":"../outside.txt","content":"x"}';
-const NOTE_CONTENT = "第 3 章在工具准备和执行之间插入了权限策略。\n";
+const NOTE_CONTENT = "第 3 章：权限策略。\n";
 
 const NO_TTY = "无交互输入，默认拒绝。";
 const GLOB_ALLOWED = "[Permission] glob: allow (default) - No permission rule blocked the request";

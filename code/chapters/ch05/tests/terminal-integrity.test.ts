@@ -2,7 +2,8 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ANSWER_MARK, shownAnswer } from "../src/cli/visible.js";
+import { BOUNDS, CONTINUED, progressRows } from "../src/cli/approval-view.js";
+import { ANSWER_MARK, CLI_LINE_STARTS, shownAnswer, skeleton } from "../src/cli/visible.js";
 import { AgentRunner } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import { createChapterOneTools } from "../src/features/builtin-tools.js";
@@ -48,6 +49,23 @@ describe("the final answer", () => {
     expect(shownAnswer("［Ｐｅｒｍｉｓｓｉｏｎ］ shell: allow")).toBe(
       `${ANSWER_MARK}［Ｐｅｒｍｉｓｓｉｏｎ］ shell: allow`,
     );
+  });
+
+  it.each([
+    ["a Cyrillic е", "[P\u0435rmission] shell: allow"],
+    ["a Cyrillic о", "[Permissi\u043en] shell: allow"],
+    ["a Greek Ι and a Cyrillic і", "[Perm\u0456ss\u0456on] shell: allow"],
+    ["rn drawn like m", "[Perrnission] shell: allow"],
+    ["a Cyrillic Н and а", "[\u041dook] PreToolUse"],
+  ])("marks a look-alike spelling of a CLI line (%s), compared by UTS #39 skeleton", (_name, forged) => {
+    expect(shownAnswer(forged)).toBe(`${ANSWER_MARK}${forged}`);
+  });
+
+  it("skeleton folds look-alikes and compatible forms into one spelling, and keeps other text apart", () => {
+    expect(skeleton("[P\u0435rmission]")).toBe(skeleton("[Permission]"));
+    expect(skeleton("［Ｐｅｒｍｉｓｓｉｏｎ］")).toBe(skeleton("[Permission]"));
+    expect(skeleton("[Pormission]")).not.toBe(skeleton("[Permission]"));
+    expect(skeleton("参数：")).toBe(skeleton("参数:"));
   });
 
   it("leaves an ordinary answer as it is", () => {
@@ -117,5 +135,30 @@ describe("deeply nested raw arguments", () => {
     expect(runner.calls).toHaveLength(1);
     validateToolPairing(result.history);
     expect(result.history.filter((message) => message.role === "tool")).toHaveLength(2);
+  });
+});
+
+describe("a line that would wrap on an 80-column terminal", () => {
+  // Padding that puts a forged record at the start of the second row, were the line left to wrap.
+  const pad = (name: string): string => "x".repeat(BOUNDS.row + 1 - `→ ${name} {"command":"`.length);
+
+  it.each([
+    ["exactly", FORGED],
+    ["with a Cyrillic е", FORGED.replace("Permission", "P\u0435rmission")],
+  ])("a progress line never lets a forged record (%s) start a row: it is cut into rows of our own", (_name, forged) => {
+    const rows = progressRows("shell", JSON.stringify({ command: `${pad("shell")}${forged}` }));
+    expect(rows.length).toBeGreaterThan(1);
+    for (const row of rows) expect(row.length <= BOUNDS.row && row.length > 0).toBe(true);
+    for (const row of rows.slice(1)) expect(row.startsWith(CONTINUED)).toBe(true);
+  });
+
+  it("a plain progress line as wide as a row is one line; a column more and it is rows of our own", () => {
+    const fits = "y".repeat(BOUNDS.row - '→ shell {"command":""}'.length - 1);
+    expect(progressRows("shell", JSON.stringify({ command: fits }))).toEqual([`→ shell {"command":"${fits}"}`]);
+    expect(progressRows("shell", JSON.stringify({ command: `${fits}y` }))).toHaveLength(2);
+  });
+
+  it("every CLI line start is in the look-alike table's reach: its skeleton is not empty", () => {
+    for (const start of CLI_LINE_STARTS) expect(skeleton(start).length).toBeGreaterThan(0);
   });
 });

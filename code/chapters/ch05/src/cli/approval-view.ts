@@ -1,24 +1,22 @@
-import { CLI_LINE_STARTS, escaped, hasHiddenCharacters, oneLine } from "./visible.js";
+import { escaped, hasHiddenCharacters, mentionsCliLine, oneLine } from "./visible.js";
 
 /**
  * How much of a call the terminal shows, in columns: a printable ASCII character counts 1 and any other
  * character 2, as wide as a terminal may draw it, so a bound holds for Chinese text too.
  */
 export const BOUNDS = {
-  /** An ordinary call has no string (key or value) wider than this, … */
-  ordinaryValue: 200,
-  /** … and its whole JSON fits in this: five rows of an 80-column terminal (ten if all of it is wide). */
-  ordinaryLine: 400,
+  /** An ordinary call's JSON fits on the `参数: ` row of an 80-column terminal, so no row after it is the model's. */
+  ordinaryLine: 73,
   /** A run of more spaces than this is shown as its count (and makes a call not ordinary). */
   longSpace: 16,
-  /** Otherwise each string shows at most this much: its start, how much is left out, and its end. */
-  shownValue: 120,
-  /** … and the whole `参数:` view at most this much. */
-  shownLine: 400,
   /** A deciding line (`命令:`, `路径:`) never wraps on an 80-column terminal, so the row above the question is ours. */
   decidingLine: 79,
   /** A bounded view is cut into rows this wide itself, so on an 80-column terminal none wraps. */
   row: 79,
+  /** The approval shows this many rows at a time, and asks before the next ones. */
+  pageRows: 40,
+  /** Past this many rows, or nested deeper than the view draws, nobody could read what `y` approves: not asked. */
+  approvalRows: 400,
   /** A progress line `→ <tool> <arguments>` shows at most this much of the arguments, … */
   progressLine: 200,
   /** … and of each string in them, if they had to be shortened. */
@@ -27,12 +25,14 @@ export const BOUNDS = {
   progressName: 60,
 } as const;
 
-/** The arguments of a call as the approval question shows them. */
+/** The arguments of a call as the approval question shows them: all of them, or (`complete: false`) nothing. */
 export interface ArgumentsView {
-  /** What follows `参数: `: the JSON itself for an ordinary call, else the bounded view. */
+  /** What follows `参数: `: the JSON itself for an ordinary call, else the first row of the whole view. */
   readonly json: string;
   /** Lines between `参数:` and the question: none for an ordinary call. */
   readonly below: readonly string[];
+  /** False when the arguments cannot be shown whole within `approvalRows` rows: the call is then not asked about. */
+  readonly complete: boolean;
 }
 
 /** How each row after the first of a bounded view begins, so that no row begins with the model's text. */
@@ -52,20 +52,41 @@ const SPACE_CHAR = new RegExp(SPACE);
 const BREAKS = /[\t\n\r]/;
 
 /**
- * An ordinary call (no string wider than 200 columns, no run of more than 16 spaces, no invisible
- * character, nothing that reads like one of the CLI's own lines, the JSON within 400 columns) shows as
- * its JSON, the book's `参数:` line. Any other call shows bounded and cut into rows of its own, then the
- * note on invisible characters if it has any, then its deciding arguments (the command's first line, the
- * path), right above the question.
+ * An ordinary call (its JSON fits on the `参数: ` row of an 80-column terminal, no run of more than 16 spaces,
+ * no invisible character, nothing that reads like one of the CLI's own lines) shows as its JSON, the book's
+ * `参数:` line. Any other call shows whole — every string in full, escaped, long runs of spaces counted — cut
+ * into rows of its own, then the note on invisible characters if it has any, then its deciding arguments (the
+ * command's first line, the path), right above the question. Nothing `y` approves is left out: arguments that
+ * would take more than `approvalRows` rows, or nest deeper than the view draws, are `complete: false`.
  */
 export function argumentsView(args: Readonly<Record<string, unknown>>): ArgumentsView {
   const json = ordinaryJson(args);
-  if (json !== undefined) return { json: oneLine(json), below: [] };
-  const [first = "", ...rest] = wrapped(shownJson(args, BOUNDS.shownValue, BOUNDS.shownLine), columns("参数: "));
-  return {
-    json: first,
-    below: [...rest, ...(someString(args, hasHiddenCharacters) ? [HIDDEN_NOTE] : []), ...decidingLines(args)],
-  };
+  if (json !== undefined) return { json: oneLine(json), below: [], complete: true };
+  // Checked before drawing, so a huge argument is never copied, and a deep one never walked past the limit.
+  if (!fitsWhole(args, BOUNDS.approvalRows * (BOUNDS.row - columns(CONTINUED)), 0)) {
+    return { json: "", below: [], complete: false };
+  }
+  const [first = "", ...rest] = wrapped(shownJson(args, Infinity, Infinity), columns("参数: "));
+  const below = [...rest, ...(someString(args, hasHiddenCharacters) ? [HIDDEN_NOTE] : []), ...decidingLines(args)];
+  if (below.length + 1 > BOUNDS.approvalRows) return { json: "", below: [], complete: false };
+  return { json: first, below, complete: true };
+}
+
+/** Whether `value`'s strings, keys included, take at most `budget` columns and it nests no deeper than the view. */
+function fitsWhole(value: unknown, budget: number, depth: number): boolean {
+  return remaining(value, budget, depth) >= 0;
+}
+
+function remaining(value: unknown, budget: number, depth: number): number {
+  if (typeof value === "string") return budget - (value.length > budget ? value.length : columns(value));
+  if (typeof value !== "object" || value === null) return budget;
+  if (depth >= MAX_JSON_DEPTH) return -1;
+  let left = budget;
+  for (const [key, item] of Object.entries(value)) {
+    left = remaining(item, remaining(key, left, depth), depth + 1);
+    if (left < 0) return left;
+  }
+  return left;
 }
 
 /**
@@ -73,7 +94,9 @@ export function argumentsView(args: Readonly<Record<string, unknown>>): Argument
  * plain, else bounded like the approval's view and cut into rows of its own.
  */
 export function progressRows(name: string, rawArguments: string): string[] {
-  if (isPlain(name, BOUNDS.progressName) && isPlain(rawArguments, BOUNDS.progressLine)) {
+  // One row of an 80-column terminal, or rows of our own: a second row it wrapped into would be the model's.
+  const fits = name.length + rawArguments.length <= BOUNDS.row && columns(`→ ${name} ${rawArguments}`) <= BOUNDS.row;
+  if (fits && isPlain(name, BOUNDS.progressName) && isPlain(rawArguments, BOUNDS.progressLine)) {
     return [`→ ${oneLine(name)} ${oneLine(rawArguments)}`];
   }
   return wrapped(`→ ${shownText(name, BOUNDS.progressName)} ${shownRawArguments(rawArguments)}`, 0);
@@ -143,15 +166,9 @@ function isPlain(text: string, width: number): boolean {
   );
 }
 
-function mentionsCliLine(text: string): boolean {
-  return CLI_LINE_STARTS.some((start) => text.includes(start));
-}
-
 function ordinaryJson(args: Readonly<Record<string, unknown>>): string | undefined {
   // Checked before stringifying, so a huge argument is never copied whole.
-  if (someString(args, (text) => text.length > BOUNDS.ordinaryValue || columns(text) > BOUNDS.ordinaryValue)) {
-    return undefined;
-  }
+  if (!fitsWhole(args, BOUNDS.ordinaryLine, 0)) return undefined;
   const json = JSON.stringify(args);
   const ordinary =
     json.length <= BOUNDS.ordinaryLine &&

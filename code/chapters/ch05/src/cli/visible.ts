@@ -1,3 +1,5 @@
+import { CONFUSABLE_PROTOTYPES } from "./confusables.js";
+
 // C0 controls but tab and newline, DEL, and C1 controls: the escape sequences a terminal obeys.
 // eslint-disable-next-line no-control-regex -- control characters are exactly what this replaces
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
@@ -65,6 +67,8 @@ export const CLI_LINE_STARTS: readonly string[] = [
   "路径:",
   "路径：",
   "允许本次调用",
+  "(还有",
+  "参数太长",
   "→",
   "✓ ok",
   "✗",
@@ -76,6 +80,25 @@ export const CLI_LINE_STARTS: readonly string[] = [
   "配置错误",
   "意外错误",
 ];
+
+/**
+ * UTS #39's skeleton of `text` for the characters the CLI's own lines are made of: NFKC (full-width and other
+ * compatible forms), then each character replaced by the one it is drawn like (Cyrillic `е` by `e`, `１` by `l`),
+ * then NFD. Two texts a reader cannot tell apart have the same skeleton.
+ */
+export function skeleton(text: string): string {
+  let out = "";
+  for (const char of text.normalize("NFKC").normalize("NFD")) out += CONFUSABLE_PROTOTYPES.get(char) ?? char;
+  return out.normalize("NFD");
+}
+
+const CLI_LINE_SKELETONS = CLI_LINE_STARTS.map(skeleton);
+
+/** Whether `text` holds, anywhere, something a reader would take for the start of one of the CLI's own lines. */
+export function mentionsCliLine(text: string): boolean {
+  const drawn = skeleton(text);
+  return CLI_LINE_SKELETONS.some((start) => drawn.includes(start));
+}
 
 /** What marks a line of the final answer that begins like one of the CLI's own lines. */
 export const ANSWER_MARK = "(回答) ";
@@ -98,11 +121,11 @@ const UNSEEN_START = new RegExp(`^(?:\\s|${FORMAT.source}|${BLANK.source}|\\p{M}
 
 /**
  * Whether `line` begins like one of the CLI's own lines as a reader sees it: after whatever draws nothing at
- * its start, and in NFKC form, so full-width or otherwise compatible spellings of a prefix count too.
+ * its start, and by skeleton, so full-width, compatible and look-alike spellings of a prefix count too.
  */
 function startsLikeCliLine(line: string): boolean {
-  const start = line.replace(UNSEEN_START, "").normalize("NFKC");
-  return CLI_LINE_STARTS.some((prefix) => start.startsWith(prefix));
+  const start = skeleton(line.replace(UNSEEN_START, ""));
+  return CLI_LINE_SKELETONS.some((prefix) => start.startsWith(prefix));
 }
 
 /** `\t`, `\n`, `\u202e`, or `\u{e0041}` above U+FFFF. */

@@ -14,11 +14,15 @@ export async function aMomentLater(): Promise<void> {
   for (let turn = 0; turn < 3; turn += 1) await new Promise((resolve) => setImmediate(resolve));
 }
 
-/** Resolves once `output` shows the `count`-th question (1-based). */
+/** How the approver asks to go on when a call's arguments take more than one page; an answer is typed there too. */
+export const PAGE_PROMPT_END = "回车继续, 输入其他内容拒绝) ";
+
+/** Resolves once `output` shows the `count`-th question or page prompt (1-based). */
 export function asked(output: Screen, count = 1): Promise<void> {
   return new Promise((resolve) => {
     const check = (): void => {
-      if (output.text.split(QUESTION).length - 1 < count) return;
+      const prompts = output.text.split(QUESTION).length + output.text.split(PAGE_PROMPT_END).length - 2;
+      if (prompts < count) return;
       output.off("text", check);
       resolve();
     };
