@@ -1,17 +1,20 @@
-// `npm run bench [-- --quick] [-- --only policy,glob,shell,loop,startup]`: SPEC §12, one table, ratios side by side.
+// `npm run bench [-- --quick] [-- --only policy,loop,glob,shell,startup,provider]`: SPEC §12, one table, ratios
+// side by side.
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { benchBudget } from "./budget.js";
 import { benchGlob } from "./glob.js";
 import { benchLoop } from "./loop.js";
 import { describeMachine } from "./machine.js";
 import { benchPolicy } from "./policy.js";
+import { benchReplyCap } from "./reply.js";
 import { benchRunnerOverhead } from "./runner-overhead.js";
 import { benchShell } from "./shell.js";
 import { benchStartup } from "./startup.js";
 import { renderTable, type Row } from "./table.js";
 import { removeAllTemp } from "./temp.js";
 
-const SECTIONS = ["policy", "loop", "glob", "shell", "startup"] as const;
+const SECTIONS = ["policy", "loop", "glob", "shell", "startup", "provider"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -37,6 +40,16 @@ const runners: Record<Section, () => Promise<{ rows: Row[]; notes?: string[] }>>
     return { rows: [...overhead, ...shell.rows], notes: shell.notes };
   },
   startup: () => benchStartup({ runs: quick ? 3 : 5 }),
+  // Chapter 4's two provider bounds: the reply-size cap (boundedFetch) and the run-wide conversation budget.
+  provider: async () => {
+    const reply = await benchReplyCap({
+      smallRuns: quick ? 5 : 15,
+      smallBatch: quick ? 50 : 200,
+      largeRuns: quick ? 5 : 15,
+    });
+    const budget = await benchBudget({ turns: [50, 200], runs: quick ? 3 : 7 });
+    return { rows: [...reply.rows, ...budget.rows], notes: [...reply.notes, ...budget.notes] };
+  },
 };
 
 const machine = describeMachine();
