@@ -8,11 +8,12 @@ import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
 import { demoHooks } from "./cli/demo-hooks.js";
 import { liveHooks } from "./cli/live-hooks.js";
 import { progressListener } from "./cli/progress.js";
+import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, replayedMessages, writeTranscript } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
-import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv } from "./config.js";
+import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
 import type { HookRegistry } from "./core/hooks.js";
 import { AgentRunError, type AgentRunner } from "./core/loop.js";
 import {
@@ -141,6 +142,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
     const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;
+    // The folder is checked before the key is read, so a wrong --workspace costs nothing and says so alone.
+    const workspace = demo?.workspace ?? workspaceFolder(options.workspace, base);
     const replayed =
       script === undefined ? createModel(options, io, base, terminal) : replayModel(replayedMessages(script));
     // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
@@ -153,7 +156,6 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // A recording holds its task, so `--replay` needs no `--prompt`.
     const prompt = demo?.prompt ?? options.prompt ?? recording?.messages.find((m) => m.role === "user")?.content;
     if (prompt === undefined) throw new ArgumentError("Both --chapter and --prompt are required");
-    const workspace = demo?.workspace ?? workspaceFolder(options.workspace, base);
     // Only a real model reads .env; said on stderr, with the path and never a value.
     const exposedEnv = script === undefined ? dotEnvInWorkspace(base, workspace) : undefined;
     if (exposedEnv !== undefined) {
@@ -266,10 +268,13 @@ function createModel(options: CliOptions, io: CliIO, base: string, terminal: Ter
     values: readDotEnv(base),
     inWorkspace: dotEnvInWorkspace(base, resolve(base, options.workspace ?? ".")) !== undefined,
   };
-  const settings = loadSettingsFrom(io.env, dotEnv, {
+  const flags = {
     ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
     ...(options.model === undefined ? {} : { model: options.model }),
-  });
+  };
+  const settings = loadSettingsFrom(io.env, dotEnv, flags);
+  // Before the first request, with --quiet too: where the key is about to be sent, and who chose that.
+  terminal.line(settingsLine(settings, settingSources(io.env, dotEnv, flags)));
   // A retry replaces the waiting line, so a slow provider is not mistaken for a hung agent.
   return openAIModel(settings, (attempt, attempts) => {
     if (!options.quiet) terminal.status(`等待模型回复 (第 ${attempt} 次尝试, 最多 ${attempts} 次)…`);

@@ -97,6 +97,30 @@ export function loadSettingsFrom(
   }
 }
 
+/** Where each setting of a real run came from: a flag, the environment, or the path of the `.env` file. */
+export interface SettingSources {
+  readonly baseURL: string;
+  readonly apiKey: string;
+  readonly model: string;
+}
+
+/** The sources `loadSettingsFrom` used, in its order: a flag first, then the environment, then the `.env` file. */
+export function settingSources(
+  env: Environment,
+  dotEnv: DotEnvFile,
+  flags: { baseURL?: string; model?: string } = {},
+): SettingSources {
+  const source = (name: string, flag: string | undefined, flagName: string): string => {
+    if ((flag?.trim() ?? "") !== "") return flagName;
+    return (env[name] ?? "").trim() !== "" ? "环境变量" : dotEnv.path;
+  };
+  return {
+    baseURL: source("OPENAI_BASE_URL", flags.baseURL, "--base-url"),
+    apiKey: source("OPENAI_API_KEY", undefined, ""),
+    model: source("OPENAI_MODEL", flags.model, "--model"),
+  };
+}
+
 function definedValues(env: Environment): Record<string, string> {
   return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
 }

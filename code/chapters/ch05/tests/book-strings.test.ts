@@ -50,6 +50,7 @@ import {
 } from "./support/fakes.js";
 import { completion, startLoopbackOpenAI, type LoopbackOpenAI, type LoopbackReply } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
+import { afterSettingsLine } from "./support/cli-run.js";
 import { Sink } from "./support/sink.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
 import { typeAnswers } from "./support/typist.js";
@@ -107,7 +108,7 @@ async function cliRun(argv: readonly string[], replies: readonly LoopbackReply[]
   const cwd = await tempFolder();
   const io: CliIO = { env, cwd, stdin: input, stdinIsTTY: stdin !== undefined, stdout, stderr, stderrIsTTY: false };
   const code = await runCli(argv, io, "ch01");
-  return { code, stdout: stdout.text, stderr: stderr.text };
+  return { code, stdout: stdout.text, stderr: afterSettingsLine(stderr.text, argv, env) };
 }
 
 const RUN = ["run", "--chapter", "1", "--prompt", "go"];

@@ -32,6 +32,7 @@ import { TODO_STALE_REMINDER, TodoTracker, type TodoItem } from "../src/features
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
+import { afterSettingsLine } from "./support/cli-run.js";
 import { Sink } from "./support/sink.js";
 
 // The chapter 5 gate: todo_write and the stale-plan reminder through the real composition root (buildAgent(P05)),
@@ -805,7 +806,7 @@ async function ch05(argv: readonly string[], env: CliIO["env"]): Promise<CliRun>
     stderrIsTTY: false,
   };
   const code = await runProfile(P05, argv, io);
-  return { code, stdout: stdout.text, stderr: stderr.text };
+  return { code, stdout: stdout.text, stderr: afterSettingsLine(stderr.text, argv, env) };
 }
 
 /** `npm run agent-tutorial -- …` in this process, with no terminal, in the workspace. */

@@ -24,7 +24,7 @@ import { FILE_TOOLS } from "./support/file-tools.js";
 import { Sink } from "./support/sink.js";
 import { SHELL_TOOL } from "./support/shell-tool.js";
 import { aMomentLater, asked, PAGE_PROMPT_END, typeAnswers } from "./support/typist.js";
-import { runCliWithoutTerminal } from "./support/cli-run.js";
+import { afterSettingsLine, runCliWithoutTerminal } from "./support/cli-run.js";
 
 /** What `src/chapters/ch03.ts` puts in front of the reader's arguments. */
 const RUN = ["run", "--chapter", "3"];
@@ -102,7 +102,7 @@ async function runIn(argv: readonly string[], options: CliOptions = {}): Promise
     stderrIsTTY: false,
   };
   const code = await runCli(argv, io, options.entry === null ? undefined : (options.entry ?? "ch03"));
-  return { code, stdout: stdout.text, stderr: stderr.text };
+  return { code, stdout: stdout.text, stderr: afterSettingsLine(stderr.text, argv, io.env) };
 }
 
 /** The chapter 3 entry with the reader's `args`, as `npm run ch03 -- …` runs it. */
@@ -249,7 +249,10 @@ describe("runCli settings", () => {
     expect(run).toStrictEqual({
       code: 0,
       stdout: `${FINAL}\n`,
-      stderr: `警告: ${join(initCwd, ".env")} 在工作区里, 模型可以用工具读到其中的密钥; 把 .env 放到工作区外, 或用 --workspace 指定别的文件夹。\n→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
+      stderr:
+        `模型: model-from-init-cwd @ ${new URL(server.baseURL).host} (模型来自 ${join(initCwd, ".env")}, ` +
+        `地址来自 ${join(initCwd, ".env")}, 密钥来自 ${join(initCwd, ".env")})\n` +
+        `警告: ${join(initCwd, ".env")} 在工作区里, 模型可以用工具读到其中的密钥; 把 .env 放到工作区外, 或用 --workspace 指定别的文件夹。\n→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
     });
     expect(server.requests[1]).toStrictEqual(deniedSecondRequest("model-from-init-cwd", "List the files"));
     expect(server.headers[0]?.authorization).toBe("Bearer key-from-init-cwd");
@@ -303,6 +306,21 @@ describe("runCli settings", () => {
       "flag-model",
     ]);
     expect(server.headers[0]?.authorization).toBe("Bearer file-key");
+  });
+
+  it("a real run starts with one line naming the model, the host and where each setting came from, never the key", async () => {
+    const server = await callThenAnswer();
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, ".env"), "OPENAI_API_KEY=file-key-secret\nOPENAI_MODEL=file-model\n");
+    const env = { INIT_CWD: cwd, OPENAI_BASE_URL: "http://127.0.0.1:1/v1" };
+    const workspace = await tempFolder();
+    const argv = ["--prompt", "a", "--base-url", server.baseURL, "--workspace", workspace, "--quiet"];
+    const run = await cli(argv, { env });
+    expect(run.stderr.split("\n")[0]).toBe(
+      `模型: file-model @ ${new URL(server.baseURL).host} (模型来自 ${join(cwd, ".env")}, 地址来自 --base-url, ` +
+        `密钥来自 ${join(cwd, ".env")})`,
+    );
+    expect(run.stderr).not.toContain("file-key-secret");
   });
 
   it("--base-url wins over OPENAI_BASE_URL", async () => {
@@ -1047,7 +1065,9 @@ describe("the ch03 entry as a program", () => {
     expect(run).toStrictEqual({
       code: 0,
       stdout: `${FINAL}\n`,
-      stderr: `→ shell {"command":"Get-ChildItem"}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
+      stderr:
+        `模型: loopback-model @ ${new URL(server.baseURL).host} (模型来自 环境变量, 地址来自 环境变量, 密钥来自 环境变量)\n` +
+        `→ shell {"command":"Get-ChildItem"}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
     });
     expect(server.headers[0]?.authorization).toBe("Bearer test-key");
     expect(server.requests[1]).toStrictEqual(deniedSecondRequest("loopback-model", "List the files"));

@@ -78,7 +78,11 @@ describe("a .env inside the workspace", () => {
     await writeFile(join(folder, ".env"), `OPENAI_BASE_URL=${own.baseURL}\nOPENAI_API_KEY=sk-file\nOPENAI_MODEL=m\n`);
     const result = await run({});
     expect(result.code).toBe(0);
-    expect(result.stderr.split("\n")[0]).toMatch(/^警告: .*\.env 在工作区里/);
+    const dotEnv = join(folder, ".env");
+    expect(result.stderr.split("\n").slice(0, 2)).toEqual([
+      `模型: m @ ${new URL(own.baseURL).host} (模型来自 ${dotEnv}, 地址来自 ${dotEnv}, 密钥来自 ${dotEnv})`,
+      expect.stringMatching(/^警告: .*\.env 在工作区里/),
+    ]);
     expect(own.headers[0]?.authorization).toBe("Bearer sk-file");
   });
 });
@@ -89,7 +93,11 @@ describe("a .env outside the workspace", () => {
     await writeFile(join(folder, ".env"), `OPENAI_BASE_URL=${configured.baseURL}\n`);
     await mkdir(join(folder, "project"));
     const result = await run({ OPENAI_API_KEY: "sk-env", OPENAI_MODEL: "m" }, "--workspace", "project");
-    expect(result).toEqual({ code: 0, stderr: "" });
+    // The line says which file chose the address, so a .env nobody remembers is seen before the first request.
+    expect(result).toEqual({
+      code: 0,
+      stderr: `模型: m @ ${new URL(configured.baseURL).host} (模型来自 环境变量, 地址来自 ${join(folder, ".env")}, 密钥来自 环境变量)\n`,
+    });
     expect(configured.headers[0]?.authorization).toBe("Bearer sk-env");
   });
 });

@@ -43,6 +43,11 @@ async function run(argv: readonly string[], env: CliIO["env"], cwd: string) {
   return { code, stdout: stdout.text, stderr: stderr.text };
 }
 
+/** The first line of a run whose three settings all come from the `.env` file at `path`. */
+function settingsLine(server: LoopbackOpenAI, path: string): string {
+  return `模型: loopback-model @ ${new URL(server.baseURL).host} (模型来自 ${path}, 地址来自 ${path}, 密钥来自 ${path})`;
+}
+
 async function folderWithSettings(server: LoopbackOpenAI): Promise<string> {
   const folder = await tempFolder();
   await writeFile(
@@ -57,7 +62,12 @@ describe("a .env inside the workspace", () => {
     const server = await answeringServer();
     const folder = await folderWithSettings(server);
     const result = await run(["--prompt", "hi"], { INIT_CWD: folder }, await tempFolder());
-    expect(result).toStrictEqual({ code: 0, stdout: "done\n", stderr: warning(join(folder, ".env")) });
+    const dotEnv = join(folder, ".env");
+    expect(result).toStrictEqual({
+      code: 0,
+      stdout: "done\n",
+      stderr: `${settingsLine(server, dotEnv)}\n${warning(dotEnv)}`,
+    });
     expect(result.stderr).not.toContain(KEY);
     expect(server.headers[0]?.authorization).toBe(`Bearer ${KEY}`);
   });
@@ -67,7 +77,11 @@ describe("a .env inside the workspace", () => {
     const folder = await folderWithSettings(server);
     const workspace = await tempFolder();
     const result = await run(["--prompt", "hi", "--workspace", workspace], { INIT_CWD: folder }, folder);
-    expect(result).toStrictEqual({ code: 0, stdout: "done\n", stderr: "" });
+    expect(result).toStrictEqual({
+      code: 0,
+      stdout: "done\n",
+      stderr: `${settingsLine(server, join(folder, ".env"))}\n`,
+    });
   });
 
   it("settings from the environment and no .env: no warning", async () => {
@@ -81,7 +95,7 @@ describe("a .env inside the workspace", () => {
     expect(await run(["--prompt", "hi"], env, await tempFolder())).toStrictEqual({
       code: 0,
       stdout: "done\n",
-      stderr: "",
+      stderr: `模型: m @ ${new URL(server.baseURL).host} (模型来自 环境变量, 地址来自 环境变量, 密钥来自 环境变量)\n`,
     });
   });
 });

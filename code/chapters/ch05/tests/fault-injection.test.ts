@@ -36,6 +36,7 @@ import {
   type LoopbackOpenAI,
   type LoopbackReply,
 } from "./support/loopback-openai.js";
+import { afterSettingsLine } from "./support/cli-run.js";
 import { Sink } from "./support/sink.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
@@ -664,7 +665,8 @@ describe("runCli exit codes under faults", () => {
       { env, cwd, stdin, stdinIsTTY: false, stdout, stderr, stderrIsTTY: false },
       "ch03",
     );
-    return { code, stdout: stdout.text, stderr: stderr.text.split("\n").filter((line) => line !== "") };
+    const printed = afterSettingsLine(stderr.text, argv, env);
+    return { code, stdout: stdout.text, stderr: printed.split("\n").filter((line) => line !== "") };
   }
 
   async function server(replies: readonly LoopbackReply[]) {

@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
@@ -248,8 +250,10 @@ describe("the CLI waiting on a provider that fails and retries", () => {
     const run = async (...extra: string[]): Promise<string> => {
       const [stdout, stderr] = [new Sink(), new Sink()];
       const env = { OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.baseURL, OPENAI_MODEL: "m", NO_COLOR: "1" };
-      const io = { env, cwd: tmpdir(), stdin: new PassThrough().end(), stdinIsTTY: false, stdout, stderr };
-      const argv = ["run", "--chapter", "1", "--prompt", "hi", "--workspace", tmpdir(), ...extra];
+      // A folder of its own: tmpdir() itself may hold a checkout of this repository, and is then refused.
+      const workspace = await mkdtemp(join(tmpdir(), "hostile-provider-"));
+      const io = { env, cwd: workspace, stdin: new PassThrough().end(), stdinIsTTY: false, stdout, stderr };
+      const argv = ["run", "--chapter", "1", "--prompt", "hi", "--workspace", workspace, ...extra];
       expect(await runCli(argv, { ...io, stderrIsTTY: true })).toBe(0);
       expect(stdout.text).toBe("done\n");
       return stderr.text;

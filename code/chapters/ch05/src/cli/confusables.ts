@@ -329,5 +329,6 @@ export const CONFUSABLE_PROTOTYPES: ReadonlyMap<string, string> = new Map([
   ["\u{1ee84}", "\u{6f}"],
   ["\u{1f75c}", "\u{73}\u{73}\u{73}"],
   ["\u{2f811}", "\u{5177}"],
+  ["\u{2f855}", "\u{578b}"],
   ["\u{2f8ef}", "\u{6b21}"],
 ]);

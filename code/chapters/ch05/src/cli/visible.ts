@@ -78,6 +78,8 @@ export const CLI_LINE_STARTS: readonly string[] = [
   "警告:",
   "已中断",
   "配置错误",
+  "模型:",
+  "模型：",
   "意外错误",
 ];
 
