@@ -23,4 +23,10 @@ describe("the root package.json's chapter scripts", () => {
     expect(scripts["agent-tutorial"]).toBe(`tsx code/chapters/${newest}/src/chapters/agent-tutorial.ts`);
     expect(scripts.demo).toBe(`tsx code/chapters/${newest}/src/chapters/${newest}.ts --demo`);
   });
+
+  it("every snapshot's demo has a script that needs no `--`, npm run demo:chNN (npm.ps1 drops `--` from piped runs)", () => {
+    for (const chapter of chapters) {
+      expect(scripts[`demo:${chapter}`]).toBe(`tsx code/chapters/${chapter}/src/chapters/${chapter}.ts --demo`);
+    }
+  });
 });
