@@ -1,11 +1,12 @@
 import { join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
-import { ArgumentError, helpText, parseCliArgs, type CliOptions } from "./cli/args.js";
+import { ArgumentError, helpText, missingPrompt, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { AnswerInput } from "./cli/answer-input.js";
 import { askApproval } from "./cli/approval-question.js";
 import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
 import { progressListener } from "./cli/progress.js";
+import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
@@ -96,7 +97,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
   let code: number;
   let stopOnSignals: (() => void) | undefined;
   try {
-    options = parseCliArgs(argv);
+    options = parseCliArgs(argv, entry);
     if (options.help) {
       io.stdout.write(helpText(entry));
       return 0;
@@ -110,6 +111,9 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const script = demo?.transcript ?? recording;
     // The folder is checked before the key is read, so a wrong --workspace costs nothing and says so alone.
     const workspace = demo?.workspace ?? workspaceFolder(options.workspace, base);
+    // Like --transcript, relative to the folder npm was run from; read before the key, so a wrong file costs nothing.
+    const fromFile =
+      options.promptFile === undefined ? undefined : await readPromptFile(resolve(base, options.promptFile));
     const replayed = script === undefined ? createModel(options, io, base, terminal) : replayModel(script.messages);
     // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
     const model =
@@ -119,8 +123,9 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
             for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
           });
     // A recording holds its task, so `--replay` needs no `--prompt`.
-    const prompt = demo?.prompt ?? options.prompt ?? recording?.messages.find((m) => m.role === "user")?.content;
-    if (prompt === undefined) throw new ArgumentError("Both --chapter and --prompt are required");
+    const prompt =
+      demo?.prompt ?? options.prompt ?? fromFile ?? recording?.messages.find((m) => m.role === "user")?.content;
+    if (prompt === undefined) throw missingPrompt(entry);
     // Only a real model reads .env; said on stderr, with the path and never a value.
     const exposedEnv = script === undefined ? dotEnvInWorkspace(base, workspace) : undefined;
     if (exposedEnv !== undefined) {
@@ -172,6 +177,7 @@ function reportFailure(error: unknown, terminal: Terminal): number {
   if (error instanceof AgentRunError || error instanceof ArgumentError || error instanceof UnknownChapterError) {
     // A provider's or model's text in the message must not start a line of its own.
     terminal.line(`运行失败: ${oneLine(error.message)}`);
+    if (error instanceof ArgumentError && error.hint !== undefined) terminal.line(`  ${oneLine(error.hint)}`);
     return 1;
   }
   terminal.line(`意外错误: ${oneLine(error instanceof Error ? error.message : String(error))}`);

@@ -100,7 +100,10 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     [["walk", "--chapter", "3", "--prompt", "x"], "Expected command: run"],
     [["run", "--prompt", "x"], "Both --chapter and --prompt are required"],
     [["run", "--chapter", "3"], "Both --chapter and --prompt are required"],
-    [["run", "--chapter", "3", "--prompt", "x", "--yolo"], "Unknown argument: --yolo"],
+    [
+      ["run", "--chapter", "3", "--prompt", "x", "--yolo"],
+      'Unknown argument: --yolo\n  a prompt of several words or lines needs quotes (--prompt "…"), or put it in a file: --prompt-file <path>',
+    ],
     [["run", "--chapter", "two", "--prompt", "x"], '--chapter must be a whole number from 1 to 99, not "two"'],
     [["run", "--chapter", "9", "--prompt", "x"], "No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4"],
   ])("%j exits 1 with one 运行失败 line and never contacts a model", async (args, message) => {
@@ -136,6 +139,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       "--chapter",
       "--prompt",
       "-p",
+      "--prompt-file",
       "--workspace",
       "-w",
       "--model",

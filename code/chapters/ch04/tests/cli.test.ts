@@ -11,6 +11,7 @@ import { SYSTEM_PROMPT } from "../src/bootstrap.js";
 import { UNSHOWABLE_LINE, UNSHOWABLE_REASON } from "../src/cli/approval-question.js";
 import { argumentsView, BOUNDS, CONTINUED } from "../src/cli/approval-view.js";
 import { helpText } from "../src/cli/args.js";
+import { PROMPT_FILE_LIMIT, readPromptFile } from "../src/cli/prompt-file.js";
 import { Terminal } from "../src/cli/terminal.js";
 import { isYes, runCli, TerminalApprovalProvider, TerminalAuditSink, type CliIO } from "../src/cli.js";
 import { toolCall } from "../src/core/messages.js";
@@ -39,6 +40,9 @@ const REASON = "Shell execution requires approval";
 const askLines = (command: string): string =>
   [`工具调用需要批准: shell`, `原因: ${REASON}`, `参数: {"command":"${command}"}`, "允许本次调用? [y/N] "].join("\n");
 const MISSING_ALL = "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n";
+/** The line after `Unknown argument: …`: a prompt split into several arguments is the usual cause. */
+const STRAY =
+  '\n  a prompt of several words or lines needs quotes (--prompt "…"), or put it in a file: --prompt-file <path>';
 
 /** Chapter 2 offers chapter 1's shell, then the four file tools. */
 const TOOLS = [SHELL_TOOL, ...FILE_TOOLS];
@@ -149,16 +153,31 @@ describe("runCli arguments", () => {
   });
 
   it.each<[string, string[], string]>([
-    ["an unknown flag", [...RUN, "--prompt", "hi", "--bogus"], "运行失败: Unknown argument: --bogus"],
-    ["a stray word", [...RUN, "--prompt", "hi", "stray"], "运行失败: Unknown argument: stray"],
+    ["an unknown flag", [...RUN, "--prompt", "hi", "--bogus"], `运行失败: Unknown argument: --bogus${STRAY}`],
+    ["a stray word", [...RUN, "--prompt", "hi", "stray"], `运行失败: Unknown argument: stray${STRAY}`],
     [
       "a word that names a property of every object",
       [...RUN, "--prompt", "hi", "constructor"],
-      "运行失败: Unknown argument: constructor",
+      `运行失败: Unknown argument: constructor${STRAY}`,
     ],
-    ["__proto__", [...RUN, "--prompt", "hi", "__proto__"], "运行失败: Unknown argument: __proto__"],
+    ["__proto__", [...RUN, "--prompt", "hi", "__proto__"], `运行失败: Unknown argument: __proto__${STRAY}`],
     ["no --chapter", ["run", "--prompt", "hi"], "运行失败: Both --chapter and --prompt are required"],
-    ["no --prompt", [...RUN], "运行失败: Both --chapter and --prompt are required"],
+    [
+      "no --prompt",
+      [...RUN],
+      '运行失败: --prompt is required\n  npm run ch03 -- --prompt "<task>" (or --prompt-file <path>); npm run ch03 -- --demo needs neither',
+    ],
+    [
+      "--chapter typed to the fixed entry",
+      [...RUN, "--chapter", "9", "--prompt", "hi"],
+      "运行失败: npm run ch03 always runs its own chapter; --chapter is for the unified entry\n" +
+        '  to choose the chapter, use npm run agent-tutorial -- run --chapter N --prompt "<task>"',
+    ],
+    [
+      "--prompt and --prompt-file together",
+      [...RUN, "--prompt", "hi", "--prompt-file", "task.txt"],
+      "运行失败: --prompt and --prompt-file cannot be used together",
+    ],
     ["no command at all", [], "运行失败: Expected command: run"],
     ["options without run", ["--chapter", "1", "--prompt", "hi"], "运行失败: Expected command: run"],
     ["another command", ["start", "--chapter", "1", "--prompt", "hi"], "运行失败: Expected command: run"],
@@ -174,10 +193,21 @@ describe("runCli arguments", () => {
       ["run", "--chapter", "one", "--prompt", "hi"],
       '运行失败: --chapter must be a whole number from 1 to 99, not "one"',
     ],
-  ])("%s is one 运行失败 line and exit 1, and the model is never contacted", async (_name, argv, line) => {
+  ])("%s is one 运行失败 line (and a hint) and exit 1, and the model is never contacted", async (_name, argv, line) => {
     const server = await callThenAnswer();
     expect(await runIn(argv, { env: envFor(server) })).toStrictEqual({ code: 1, stdout: "", stderr: `${line}\n` });
     expect(server.requests).toHaveLength(0);
+  });
+
+  it.each<[string, string[], string]>([
+    ["no --prompt", ["run", "--chapter", "1"], "运行失败: Both --chapter and --prompt are required\n"],
+    [
+      "--chapter given twice",
+      ["run", "--chapter", "1", "--chapter=1", "-p", "hi"],
+      "运行失败: Argument given twice: --chapter\n",
+    ],
+  ])("the unified entry keeps the book's line for %s", async (_name, argv, stderr) => {
+    expect(await runIn(argv, { entry: null })).toStrictEqual({ code: 1, stdout: "", stderr });
   });
 
   it.each(["abc", "0", "-1", "1.5", "1001", ""])("--max-turns=%j is one 运行失败 line and exit 1", async (value) => {
@@ -223,18 +253,27 @@ describe("runCli settings", () => {
     },
   );
 
-  it("a base URL ending in /chat/completions is a missing OPENAI_BASE_URL, with the hint on an indented line", async () => {
+  it("a base URL ending in /chat/completions says so first, exit 2, and nothing is sent", async () => {
     const server = await callThenAnswer();
     const url = `${server.baseURL}/chat/completions`;
     const run = await cli(["--prompt", "hi"], { env: { ...envFor(server), OPENAI_BASE_URL: url } });
     expect(run).toStrictEqual({
       code: 2,
       stdout: "",
-      stderr:
-        "配置错误: Missing required settings: OPENAI_BASE_URL\n" +
-        `  OPENAI_BASE_URL="${url}" must not end in /chat/completions (the SDK adds it), e.g. https://api.openai.com/v1\n`,
+      stderr: `配置错误: OPENAI_BASE_URL="${url}" must not end in /chat/completions (the SDK adds it), e.g. https://api.openai.com/v1\n`,
     });
     expect(server.requests).toHaveLength(0);
+  });
+
+  it("an unusable base URL comes first, and the settings really missing follow on an indented line", async () => {
+    const run = await cli(["--prompt", "hi"], { env: { OPENAI_BASE_URL: "ftp://x/v1\nforged", OPENAI_MODEL: "m" } });
+    expect(run).toStrictEqual({
+      code: 2,
+      stdout: "",
+      stderr:
+        '配置错误: OPENAI_BASE_URL="ftp://x/v1\\nforged" must start with http:// or https://\n' +
+        "  Missing required settings: OPENAI_API_KEY\n",
+    });
   });
 
   it("reads .env from the folder npm was run from (INIT_CWD), not the current folder", async () => {
@@ -752,6 +791,70 @@ describe("runCli --replay", () => {
   });
 });
 
+describe("runCli --prompt-file", () => {
+  const TASK = "第一行: list the files\n第二行: then say how many";
+  const utf16be = (text: string): Buffer => Buffer.from(text, "utf16le").swap16();
+
+  /** The task the model received in the first request of a run against `server`. */
+  const sentTask = (server: LoopbackOpenAI): unknown =>
+    (server.requests[0] as { messages: { content: unknown }[] }).messages[1]?.content;
+
+  it.each<[string, Buffer]>([
+    ["UTF-8", Buffer.from(`${TASK}\n`)],
+    ["UTF-8 with a BOM", Buffer.from(`\uFEFF${TASK}\r\n`)],
+    ["UTF-16 LE with a BOM", Buffer.from(`\uFEFF${TASK}\r\n`, "utf16le")],
+    ["UTF-16 BE with a BOM", utf16be(`\uFEFF${TASK}\n`)],
+  ])("reads a %s file relative to the folder npm was run from, as the whole task", async (_name, bytes) => {
+    const server = await callThenAnswer();
+    const [initCwd, cwd] = [await tempFolder(), await tempFolder()];
+    await writeFile(join(initCwd, "task.txt"), bytes);
+    const run = await cli(["--prompt-file", "task.txt", "--workspace", cwd], {
+      env: { ...envFor(server), INIT_CWD: initCwd },
+      cwd,
+    });
+    expect(run).toStrictEqual({
+      code: 0,
+      stdout: `${FINAL}\n`,
+      stderr: `→ shell {"command":"Get-ChildItem"}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
+    });
+    expect(sentTask(server)).toBe(TASK);
+  });
+
+  it.each<[string, Buffer | undefined, (path: string) => string]>([
+    [
+      "does not exist",
+      undefined,
+      (path) => `配置错误: cannot read the prompt file ${path}: ENOENT: no such file or directory, open '${path}'\n`,
+    ],
+    [
+      "is larger than 1 MiB",
+      Buffer.alloc(PROMPT_FILE_LIMIT + 1, "a"),
+      (path) => `配置错误: the prompt file ${path} is larger than 1 MiB\n  a prompt file holds the task only\n`,
+    ],
+    [
+      "is neither UTF-8 nor UTF-16",
+      Buffer.from([0x6c, 0x73, 0xff, 0x0a]),
+      (path) =>
+        `配置错误: the prompt file ${path} is neither UTF-8 nor UTF-16 text\n` +
+        "  save it as UTF-8: in PowerShell, Set-Content task.txt -Encoding utf8 -Value ..., or in Notepad choose UTF-8\n",
+    ],
+    ["holds only a line break", Buffer.from("\r\n"), (path) => `配置错误: the prompt file ${path} is empty\n`],
+  ])("a prompt file that %s is a 配置错误, exit 2, before the settings are read", async (_name, bytes, stderr) => {
+    const server = await callThenAnswer();
+    const cwd = await tempFolder();
+    if (bytes !== undefined) await writeFile(join(cwd, "task.txt"), bytes);
+    const run = await cli(["--prompt-file", "task.txt"], { env: envFor(server), cwd });
+    expect(run).toStrictEqual({ code: 2, stdout: "", stderr: stderr(join(cwd, "task.txt")) });
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it("a file of exactly 1 MiB is read whole", async () => {
+    const cwd = await tempFolder();
+    await writeFile(join(cwd, "task.txt"), Buffer.alloc(PROMPT_FILE_LIMIT, "a"));
+    expect(await readPromptFile(join(cwd, "task.txt"))).toBe("a".repeat(PROMPT_FILE_LIMIT));
+  });
+});
+
 describe("TerminalApprovalProvider", () => {
   const prepared = createChapterOneTools(new FakeCommandRunner()).prepare(
     toolCall("call_1", "shell", '{"command":"Get-ChildItem"}'),
@@ -1084,7 +1187,7 @@ describe("the ch03 entry as a program", () => {
 
   it("an argument error is 运行失败 and exit 1", async () => {
     const run = await runEntryCli(["--prompt", "hi", "--bogus"], cleanEnv, await tempFolder());
-    expect(run).toStrictEqual({ code: 1, stdout: "", stderr: "运行失败: Unknown argument: --bogus\n" });
+    expect(run).toStrictEqual({ code: 1, stdout: "", stderr: `运行失败: Unknown argument: --bogus${STRAY}\n` });
   });
 
   it("missing settings are 配置错误 and exit 2", async () => {

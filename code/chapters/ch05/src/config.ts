@@ -30,7 +30,7 @@ const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
  * Reads the three settings, flags first (`--base-url`, `--model`), then the environment. A base URL
- * the SDK cannot use counts as missing, with a hint saying why.
+ * the SDK cannot use is refused with the reason why, before any setting that is missing.
  */
 export function loadSettings(env: Environment, flags: { baseURL?: string; model?: string } = {}): Settings {
   // An empty flag (`--model ""`) says nothing, so the environment still counts.
@@ -45,7 +45,15 @@ export function loadSettings(env: Environment, flags: { baseURL?: string; model?
     OPENAI_MODEL: model !== "",
   };
   const missing = REQUIRED_SETTINGS.filter((name) => !usable[name]);
-  if (missing.length > 0) throw new ConfigurationError(`Missing required settings: ${missing.join(", ")}`, urlProblem);
+  // A base URL that is set but unusable is not missing: its reason comes first, anything really missing after it.
+  if (urlProblem !== undefined) {
+    const others = missing.filter((name) => name !== "OPENAI_BASE_URL");
+    throw new ConfigurationError(
+      urlProblem,
+      others.length > 0 ? `Missing required settings: ${others.join(", ")}` : undefined,
+    );
+  }
+  if (missing.length > 0) throw new ConfigurationError(`Missing required settings: ${missing.join(", ")}`);
   // A key with a line break (a .env pasted across two lines) would reach an HTTP header, and the transport's
   // complaint about that header quotes it: refuse it here, and never echo it.
   if (CONTROL_CHARACTER.test(apiKey)) {
@@ -179,7 +187,8 @@ export function dotEnvInWorkspace(folder: string, workspace: string): string | u
   return isAbsolute(from) || from.split(sep)[0] === ".." ? undefined : path;
 }
 
-function decodeText(bytes: Buffer): string | undefined {
+/** `bytes` as text: UTF-8 (a BOM dropped) or UTF-16 (BOM or not), else `undefined`; `--prompt-file` reads this way too. */
+export function decodeText(bytes: Buffer): string | undefined {
   const [first, second] = [bytes[0], bytes[1]];
   let encoding = "utf-8";
   if (first === 0xff && second === 0xfe) encoding = "utf-16le";

@@ -892,12 +892,14 @@ describe("rule 18: the entries", () => {
     expect(tools.map((tool) => tool.function.name)).toContain("todo_write");
   });
 
-  it("runProfile puts --chapter 5 first: another --chapter is an argument error, so the arguments cannot switch capabilities", async () => {
+  it("runProfile puts --chapter 5 first: another --chapter is an argument error that says how to choose a chapter, so the arguments cannot switch capabilities", async () => {
     const server = await provider([]);
     expect(await ch05(["--chapter", "4", "--prompt", "x"], envFor(server))).toEqual({
       code: 1,
       stdout: "",
-      stderr: "运行失败: Argument given twice: --chapter\n",
+      stderr:
+        "运行失败: npm run ch05 always runs its own chapter; --chapter is for the unified entry\n" +
+        '  to choose the chapter, use npm run agent-tutorial -- run --chapter N --prompt "<task>"\n',
     });
     expect(server.requests).toEqual([]);
     const help = await ch05(["--help"], {});

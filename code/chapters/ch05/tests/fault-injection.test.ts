@@ -738,7 +738,7 @@ describe("runCli exit codes under faults", () => {
       "a base URL that is not a URL",
       ["--prompt", "hi"],
       () => ({ OPENAI_API_KEY: "k", OPENAI_BASE_URL: "::nope", OPENAI_MODEL: "m" }),
-      ["配置错误: Missing required settings: OPENAI_BASE_URL", '  OPENAI_BASE_URL="::nope" is not a URL'],
+      ['配置错误: OPENAI_BASE_URL="::nope" is not a URL'],
     ],
   ])("%s exits 2 with 配置错误 and never contacts the model", async (_name, argv, env, stderr) => {
     const loopback = await server([{ json: completion({ content: "should not be asked" }) }]);
@@ -758,17 +758,25 @@ describe("runCli exit codes under faults", () => {
       ["--prompt", "hi", "--max-turns", "0"],
       '--max-turns must be a whole number from 1 to 1000, not "0"',
     ],
-    ["an unknown flag", ["--prompt", "hi", "--yolo"], "Unknown argument: --yolo"],
+    [
+      "an unknown flag",
+      ["--prompt", "hi", "--yolo"],
+      'Unknown argument: --yolo\n  a prompt of several words or lines needs quotes (--prompt "…"), or put it in a file: --prompt-file <path>',
+    ],
     [
       "a missing workspace",
       ["--prompt", "hi", "--workspace", "/nonexistent/ch03-faults"],
       "workspace /nonexistent/ch03-faults is not an existing folder; pass --workspace <dir>",
     ],
-    ["no prompt", [], "Both --chapter and --prompt are required"],
-  ])("%s exits 1 with one 运行失败 line and never contacts the model", async (_name, argv, message) => {
+    [
+      "no prompt",
+      [],
+      '--prompt is required\n  npm run ch03 -- --prompt "<task>" (or --prompt-file <path>); npm run ch03 -- --demo needs neither',
+    ],
+  ])("%s exits 1 with one 运行失败 line (and a hint) and never contacts the model", async (_name, argv, message) => {
     const loopback = await server([{ json: completion({ content: "should not be asked" }) }]);
     const run = await cli(argv, envFor(loopback));
-    expect(run).toEqual({ code: 1, stdout: "", stderr: [`运行失败: ${message}`] });
+    expect(run).toEqual({ code: 1, stdout: "", stderr: `运行失败: ${message}`.split("\n") });
     expect(loopback.requests).toHaveLength(0);
   });
 });
