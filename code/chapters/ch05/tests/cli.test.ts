@@ -953,10 +953,11 @@ describe("TerminalApprovalProvider", () => {
   });
 
   it("a view longer than a page is shown a page at a time: Enter shows the next, then the question", async () => {
-    const content = Array.from({ length: 100 }, (_, index) => `line ${index} ${"x".repeat(60)}`).join("\n");
+    const content = Array.from({ length: 50 }, (_, index) => `line ${index} ${"x".repeat(60)}`).join("\n");
     const view = argumentsView({ command: content });
     const lines = [`参数: ${view.json}`, ...view.below];
     expect(lines.length).toBeGreaterThan(2 * BOUNDS.pageRows);
+    expect(lines.length).toBeLessThanOrEqual(3 * BOUNDS.pageRows);
     const { input, output, approval } = provider(true);
     typeAnswers(input, output, ["\n", "\n", "y\n"]);
     expect(await approval.decide(asking({ command: content }))).toStrictEqual(ALLOWED);

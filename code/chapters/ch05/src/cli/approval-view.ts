@@ -13,8 +13,9 @@ export const BOUNDS = {
   decidingLine: 79,
   /** A bounded view is cut into rows this wide itself, so on an 80-column terminal none wraps. */
   row: 79,
-  /** The approval shows this many rows at a time, and asks before the next ones. */
-  pageRows: 40,
+  /** The approval shows this many rows at a time, and asks before the next ones: with the header lines and the
+   * prompt, a page fits a 24-row terminal, so no row of it scrolls away unseen. */
+  pageRows: 20,
   /** Past this many rows, or nested deeper than the view draws, nobody could read what `y` approves: not asked. */
   approvalRows: 400,
   /** A progress line `→ <tool> <arguments>` shows at most this much of the arguments, … */
