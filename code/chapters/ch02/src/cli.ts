@@ -4,13 +4,14 @@ import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, missingPrompt, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { AnswerInput } from "./cli/answer-input.js";
 import { askApproval } from "./cli/approval-question.js";
+import { wrapped } from "./cli/approval-view.js";
 import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
 import { progressListener } from "./cli/progress.js";
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, writeTranscript } from "./cli/transcript.js";
-import { oneLine, shownAnswer, visible } from "./cli/visible.js";
+import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
 import { AgentRunError, type AgentRunner, type AuthorizationRequest, type ToolAuthorizer } from "./core/loop.js";
@@ -170,18 +171,28 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
 function reportFailure(error: unknown, terminal: Terminal): number {
   if (error instanceof ConfigurationError) {
     // A replay file's or a setting's text in the message must not start a line of its own either.
-    terminal.line(`配置错误: ${oneLine(error.message)}`);
-    if (error.hint !== undefined) terminal.line(`  ${oneLine(error.hint)}`);
+    inRows(terminal, "配置错误: ", oneLine(error.message));
+    if (error.hint !== undefined) inRows(terminal, "  ", oneLine(error.hint));
     return 2;
   }
   if (error instanceof AgentRunError || error instanceof ArgumentError || error instanceof UnknownChapterError) {
     // A provider's or model's text in the message must not start a line of its own.
-    terminal.line(`运行失败: ${oneLine(error.message)}`);
-    if (error instanceof ArgumentError && error.hint !== undefined) terminal.line(`  ${oneLine(error.hint)}`);
+    inRows(terminal, "运行失败: ", oneLine(error.message));
+    if (error instanceof ArgumentError && error.hint !== undefined) inRows(terminal, "  ", oneLine(error.hint));
     return 1;
   }
-  terminal.line(`意外错误: ${oneLine(error instanceof Error ? error.message : String(error))}`);
+  inRows(terminal, "意外错误: ", oneLine(error instanceof Error ? error.message : String(error)));
   return 1;
+}
+
+/**
+ * A failure line: `own` (our words) and `text` (a message that may hold a provider's or a replay file's words). When
+ * the terminal could wrap it right before something that reads like one of our lines, it is cut into rows of our
+ * own (`    | `) instead; otherwise it is one line, as always.
+ */
+function inRows(terminal: Terminal, own: string, text: string): void {
+  if (!wrapsIntoCliLine(text, own)) terminal.line(`${own}${text}`);
+  else for (const row of wrapped(`${own}${text}`, 0)) terminal.line(row);
 }
 
 /** Exit codes for the signals that end a run: 128 + the signal's number, as a shell reports them. */

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { BOUNDS, CONTINUED, progressRows } from "../src/cli/approval-view.js";
+import { argumentsView, BOUNDS, columns, CONTINUED, progressRows } from "../src/cli/approval-view.js";
 import { ANSWER_MARK, CLI_LINE_STARTS, shownAnswer, skeleton } from "../src/cli/visible.js";
 import { AgentRunner } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
@@ -61,6 +61,22 @@ describe("the final answer", () => {
     expect(shownAnswer(forged)).toBe(`${ANSWER_MARK}${forged}`);
   });
 
+  it.each([
+    ["a heavy check mark", "\u2714 ok"],
+    ["a heavy ballot X", "\u2718 denied"],
+    ["a heavy arrow", "\u2794 shell {}"],
+    ["a musical null notehead first", `\u{1d159}${FORGED}`],
+  ])("marks a line drawn like a CLI line with a mark confusables.txt does not list (%s)", (_name, forged) => {
+    expect(shownAnswer(forged).startsWith(ANSWER_MARK)).toBe(true);
+  });
+
+  it("folds only a line's start: 4 million U+FDFA (18 characters each under NFKC) are answered, not hung on", () => {
+    const wide = "\ufdfa".repeat(4_000_000);
+    expect(shownAnswer(wide)).toBe(wide);
+    const forgedAfter = `${"\ufdfa".repeat(4)}\n${FORGED}`;
+    expect(shownAnswer(forgedAfter)).toBe(`${"\ufdfa".repeat(4)}\n${ANSWER_MARK}${FORGED}`);
+  }, 20_000);
+
   it("skeleton folds look-alikes and compatible forms into one spelling, and keeps other text apart", () => {
     expect(skeleton("[P\u0435rmission]")).toBe(skeleton("[Permission]"));
     expect(skeleton("［Ｐｅｒｍｉｓｓｉｏｎ］")).toBe(skeleton("[Permission]"));
@@ -83,10 +99,13 @@ describe("a replay file's text in a configuration error", () => {
     ]);
     expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
-    const lines = run.stderr.split("\n");
-    expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(/^配置错误: .*duplicate tool call id: a\\n\[Permission\] shell: allow/);
-    expect(lines[1]).toBe("");
+    // One line of ours, cut into rows of our own: wide, and holding what reads like a record.
+    const rows = run.stderr.split("\n").slice(0, -1);
+    expect(rows[0]).toMatch(/^配置错误: /);
+    for (const row of rows.slice(1)) expect(row.startsWith(CONTINUED)).toBe(true);
+    expect(rows.map((row, index) => (index === 0 ? row : row.slice(CONTINUED.length))).join("")).toMatch(
+      /^配置错误: .*duplicate tool call id: a\\n\[Permission\] shell: allow/,
+    );
   });
 });
 
@@ -150,6 +169,17 @@ describe("a line that would wrap on an 80-column terminal", () => {
     expect(rows.length).toBeGreaterThan(1);
     for (const row of rows) expect(row.length <= BOUNDS.row && row.length > 0).toBe(true);
     for (const row of rows.slice(1)) expect(row.startsWith(CONTINUED)).toBe(true);
+  });
+
+  it("control characters count as the escapes they are drawn as: no call that wraps passes for ordinary or plain", () => {
+    const c1 = "\u0085".repeat(8);
+    const view = argumentsView({ command: `${c1}Write-Output hi ok` });
+    expect(view.below.length).toBeGreaterThan(0);
+    for (const line of [`参数: ${view.json}`, ...view.below]) expect(columns(line)).toBeLessThanOrEqual(BOUNDS.row);
+    for (const raw of ["\u0085".repeat(10), "\u001b".repeat(10)]) {
+      const rows = progressRows("shell", JSON.stringify({ command: raw }).replace(/\\u00(1b|85)/g, raw.charAt(0)));
+      for (const row of rows) expect(columns(row)).toBeLessThanOrEqual(BOUNDS.row);
+    }
   });
 
   it("a plain progress line as wide as a row is one line; a column more and it is rows of our own", () => {

@@ -1,4 +1,6 @@
-import { escaped, hasHiddenCharacters, mentionsCliLine, oneLine } from "./visible.js";
+import { columns, escaped, hasHiddenCharacters, mentionsCliLine, oneLine } from "./visible.js";
+
+export { columns } from "./visible.js";
 
 /**
  * How much of a call the terminal shows, in columns: a printable ASCII character counts 1 and any other
@@ -96,7 +98,10 @@ function remaining(value: unknown, budget: number, depth: number): number {
  */
 export function progressRows(name: string, rawArguments: string): string[] {
   // One row of an 80-column terminal, or rows of our own: a second row it wrapped into would be the model's.
-  const fits = name.length + rawArguments.length <= BOUNDS.row && columns(`→ ${name} ${rawArguments}`) <= BOUNDS.row;
+  // Measured as printed: a control character is drawn as a six-column escape.
+  const fits =
+    name.length + rawArguments.length <= BOUNDS.row &&
+    columns(`→ ${oneLine(name)} ${oneLine(rawArguments)}`) <= BOUNDS.row;
   if (fits && isPlain(name, BOUNDS.progressName) && isPlain(rawArguments, BOUNDS.progressLine)) {
     return [`→ ${oneLine(name)} ${oneLine(rawArguments)}`];
   }
@@ -121,16 +126,6 @@ export function shownRawArguments(raw: string): string {
  */
 export function shownText(text: string, width: number): string {
   return shown(text, width, false);
-}
-
-/** Columns `text` may take on a terminal: 1 for printable ASCII, 2 for anything else. */
-export function columns(text: string): number {
-  let total = 0;
-  for (const char of text) {
-    const code = char.codePointAt(0) ?? 0;
-    total += code >= 0x20 && code <= 0x7e ? 1 : 2;
-  }
-  return total;
 }
 
 /**
@@ -173,7 +168,8 @@ function ordinaryJson(args: Readonly<Record<string, unknown>>): string | undefin
   const json = JSON.stringify(args);
   const ordinary =
     json.length <= BOUNDS.ordinaryLine &&
-    columns(json) <= BOUNDS.ordinaryLine &&
+    // As printed: JSON leaves C1 controls raw, and each is drawn as a six-column escape.
+    columns(oneLine(json)) <= BOUNDS.ordinaryLine &&
     !LONG_SPACE.test(json) &&
     !hasHiddenCharacters(json) &&
     !mentionsCliLine(json);

@@ -10,7 +10,7 @@ const FORMAT = /[\p{Cf}\u2028\u2029]/u;
 // More characters that draw nothing: variation selectors, the combining grapheme joiner, Hangul fillers and
 // Mongolian variation selectors. Harmless in prose, so only one-line values (names, arguments) escape them.
 // eslint-disable-next-line no-misleading-character-class -- each of these is matched alone, never combined
-const BLANK = /[\u034f\u115f\u1160\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/u;
+const BLANK = /[\u034f\u115f\u1160\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\u{1d159}\u{e0100}-\u{e01ef}]/u;
 // A zero-width joiner between two pictographs only joins them into one emoji (👩‍💻): an answer keeps it.
 // eslint-disable-next-line no-misleading-character-class -- the selector and skin tones follow a pictograph
 const EMOJI_JOINER = /(?<=\p{Extended_Pictographic}[\ufe0f\u{1f3fb}-\u{1f3ff}]?)\u200d(?=\p{Extended_Pictographic})/uy;
@@ -90,9 +90,24 @@ export const CLI_LINE_STARTS: readonly string[] = [
  */
 export function skeleton(text: string): string {
   let out = "";
-  for (const char of text.normalize("NFKC").normalize("NFD")) out += CONFUSABLE_PROTOTYPES.get(char) ?? char;
+  for (const char of text.normalize("NFKC").normalize("NFD")) {
+    out += CONFUSABLE_PROTOTYPES.get(char) ?? DRAWN_ALIKE.get(char) ?? char;
+  }
   return out.normalize("NFD");
 }
+
+/** Marks confusables.txt does not list that a terminal draws like the CLI's own `✓`, `✗` and `→`. */
+const DRAWN_ALIKE: ReadonlyMap<string, string> = new Map([
+  ["\u2714", "\u2713"],
+  ["\u2705", "\u2713"],
+  ["\u2718", "\u2717"],
+  ["\u2716", "\u2717"],
+  ["\u274c", "\u2717"],
+  ["\u2794", "\u2192"],
+  ["\u27f6", "\u2192"],
+  ["\u279c", "\u2192"],
+  ["\u21d2", "\u2192"],
+]);
 
 const CLI_LINE_SKELETONS = CLI_LINE_STARTS.map(skeleton);
 
@@ -105,15 +120,41 @@ export function mentionsCliLine(text: string): boolean {
 /** What marks a line of the final answer that begins like one of the CLI's own lines. */
 export const ANSWER_MARK = "(回答) ";
 
+/** Columns `text` may take on a terminal: 1 for printable ASCII, 2 for anything else. */
+export function columns(text: string): number {
+  let total = 0;
+  for (const char of text) {
+    const code = char.codePointAt(0) ?? 0;
+    total += code >= 0x20 && code <= 0x7e ? 1 : 2;
+  }
+  return total;
+}
+
+/** The widest line an 80-column terminal shows on one row. */
+const ROW_COLUMNS = 79;
+/** Code units of a wide line the look-alike check reads anywhere in it; a longer line is marked unread. */
+const MAX_CHECKED_LINE = 4096;
+
 /**
  * The final answer as printed: `visible`, and every line that begins like one of the CLI's own lines marked
- * with `(回答) `, so no line of it passes for an audit record, a prompt or a notice. Other lines are unchanged.
+ * with `(回答) `, so no line of it passes for an audit record, a prompt or a notice. Other lines are unchanged
+ * (a long line's later rows, where the terminal wraps it, are not: docs/security.md says so).
  */
 export function shownAnswer(text: string): string {
   return visible(text)
     .split("\n")
     .map((line) => (startsLikeCliLine(line) ? `${ANSWER_MARK}${line}` : line))
     .join("\n");
+}
+
+/**
+ * Whether `text`, printed after `own` (the CLI's own words, such as `运行失败: `), is too wide for one row and holds
+ * something that reads like a CLI line start anywhere: the terminal may wrap right before it. A line past 4,096
+ * code units counts unread.
+ */
+export function wrapsIntoCliLine(text: string, own = ""): boolean {
+  if ((own.length + text.length) * 2 <= ROW_COLUMNS || columns(own) + columns(text) <= ROW_COLUMNS) return false;
+  return text.length > MAX_CHECKED_LINE || mentionsCliLine(text);
 }
 
 // What may stand before a line's first visible character and draw nothing there: white space, format and
@@ -126,9 +167,18 @@ const UNSEEN_START = new RegExp(`^(?:\\s|${FORMAT.source}|${BLANK.source}|\\p{M}
  * its start, and by skeleton, so full-width, compatible and look-alike spellings of a prefix count too.
  */
 function startsLikeCliLine(line: string): boolean {
-  const start = skeleton(line.replace(UNSEEN_START, ""));
+  // Only the start is compared, so only the start is folded: NFKC can make 18 characters of one (U+FDFA), and a
+  // whole hostile line folded would take seconds and gigabytes.
+  const start = skeleton(
+    Array.from(line.replace(UNSEEN_START, "").slice(0, 2 * START_CODE_POINTS))
+      .slice(0, START_CODE_POINTS)
+      .join(""),
+  );
   return CLI_LINE_SKELETONS.some((prefix) => start.startsWith(prefix));
 }
+
+/** How much of a line's start the look-alike check folds: far more than the longest CLI line start, in any spelling. */
+const START_CODE_POINTS = 32;
 
 /** `\t`, `\n`, `\u202e`, or `\u{e0041}` above U+FFFF. */
 export function escaped(char: string): string {
