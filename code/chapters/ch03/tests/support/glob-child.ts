@@ -40,11 +40,18 @@ export function globInChild(ws: string, pattern: string, limitMs: number): Promi
     };
     // Loading tsx on a busy machine is not what is measured, but it may not take forever either.
     const startup = setTimeout(kill, 60_000);
+    let answered = false;
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
       out += chunk;
       if (timer === undefined && out.startsWith("ready\n")) {
         clearTimeout(startup);
         timer = setTimeout(kill, limitMs);
+      }
+      // The glob has returned once anything follows "ready": the child's exit, slow on a busy machine, is not timed.
+      if (timer !== undefined && !answered && out.length > "ready\n".length) {
+        answered = true;
+        clearTimeout(timer);
+        timer = setTimeout(kill, 60_000);
       }
     });
     child.on("error", reject);
