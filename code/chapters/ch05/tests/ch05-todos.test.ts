@@ -8,7 +8,7 @@ import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, test, vi, type MockInstance } from "vitest";
 import { buildAgent, SYSTEM_PROMPT } from "../src/bootstrap.js";
-import { runCli, runProfile, type CliIO } from "../src/cli.js";
+import { runProfile, type CliIO } from "../src/cli.js";
 import { HookRegistry, HookResult, type HookCallback, type HookEvent } from "../src/core/hooks.js";
 import { AgentRunError, AgentRunner, type RunResult, type ToolRoundObserver } from "../src/core/loop.js";
 import {
@@ -32,7 +32,7 @@ import { TODO_STALE_REMINDER, TodoTracker, type TodoItem } from "../src/features
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
-import { afterSettingsLine } from "./support/cli-run.js";
+import { afterSettingsLine, runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
 import { Sink } from "./support/sink.js";
 
 // The chapter 5 gate: todo_write and the stale-plan reminder through the real composition root (buildAgent(P05)),
@@ -786,12 +786,6 @@ function keyless(): NodeJS.ProcessEnv {
   );
 }
 
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 /** `npm run ch05 -- …` in this process (the entry's runProfile(P05, argv)), with no terminal, in the workspace. */
 async function ch05(argv: readonly string[], env: CliIO["env"]): Promise<CliRun> {
   const stdout = new Sink();
@@ -810,21 +804,8 @@ async function ch05(argv: readonly string[], env: CliIO["env"]): Promise<CliRun>
 }
 
 /** `npm run agent-tutorial -- …` in this process, with no terminal, in the workspace. */
-async function unified(argv: readonly string[], env: CliIO["env"]): Promise<CliRun> {
-  const stdout = new Sink();
-  const stderr = new Sink();
-  const io: CliIO = {
-    env,
-    cwd: workspace,
-    stdin: new PassThrough().end(),
-    stdinIsTTY: false,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
-  const code = await runCli(argv, io);
-  return { code, stdout: stdout.text, stderr: stderr.text };
-}
+const unified = (argv: readonly string[], env: CliIO["env"]): Promise<CliRun> =>
+  runCliWithoutTerminal(argv, env, workspace);
 
 const hookOrAudit = (text: string): string[] => text.split("\n").filter((line) => /^\[(Hook|Permission)\]/.test(line));
 
