@@ -16,6 +16,13 @@ export class ScriptedModel implements ModelClient {
     if (reply === undefined) return Promise.reject(new Error("ScriptedModel ran out of replies"));
     return Promise.resolve(reply);
   }
+
+  /** Throws unless every scripted reply was asked for, and none more: the run made exactly the requests expected. */
+  assertExhausted(): void {
+    if (this.next !== this.replies.length) {
+      throw new Error(`ScriptedModel answered ${this.next} of ${this.replies.length} scripted replies`);
+    }
+  }
 }
 
 /** A tool call; `args` that are not a string are sent as their JSON text. */
