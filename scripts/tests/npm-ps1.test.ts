@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { findPowerShell } from "../../code/chapters/ch05/src/adapters/powershell.js";
+import { findPowerShell } from "../../code/chapters/ch06/src/adapters/powershell.js";
 
 // Issue 23 item 1: on Windows `npm` in PowerShell is npm's own `npm.ps1`. With piped input it passes `$args`, from
 // which PowerShell has already dropped `--`, so `$null | npm run ch03 -- --demo` reached the script without `--demo`.
@@ -12,7 +12,7 @@ import { findPowerShell } from "../../code/chapters/ch05/src/adapters/powershell
 // npm.ps1 that ships with the npm in use, in real PowerShell, piped and unpiped.
 
 const repository = fileURLToPath(new URL("../../", import.meta.url));
-const documents = ["README.md", ...["ch01", "ch02", "ch03", "ch04", "ch05"].map((name) => `chapters/${name}.md`)];
+const documents = ["README.md", ...["ch01", "ch02", "ch03", "ch04", "ch05", "ch06"].map((name) => `chapters/${name}.md`)];
 const powershell = findPowerShell();
 // Like tests/support/powershell.ts: CI fails without pwsh unless .ci/run has already reported a failed install.
 const mustRun = process.env.CI === "true" && process.env.PWSH_INSTALL_FAILED !== "1";

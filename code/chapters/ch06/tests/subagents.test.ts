@@ -389,7 +389,7 @@ describe("rule 2: strict input, refused before the handler", () => {
     h.model.assertExhausted();
   });
 
-  test("§6.5: a PreToolUse rewrite of description is validated and trimmed again, and the child gets the new text", async () => {
+  test("a PreToolUse rewrite of description is validated and trimmed again, and the child gets the new text", async () => {
     const hooks = new HookRegistry();
     hooks.register("PreToolUse", (context) => {
       const prepared = context.prepared;
@@ -405,7 +405,7 @@ describe("rule 2: strict input, refused before the handler", () => {
     h.model.assertExhausted();
   });
 
-  test("§6.5: a PreToolUse rewrite to a blank description is an invalid update, and no factory runs", async () => {
+  test("a PreToolUse rewrite to a blank description is an invalid update, and no factory runs", async () => {
     const hooks = new HookRegistry();
     hooks.register("PreToolUse", (context) => {
       const prepared = context.prepared;
