@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
-import { WorkspacePathError } from "../src/core/filesystem.js";
+import { isWindowsReservedComponent, WorkspacePathError } from "../src/core/filesystem.js";
 import { workspaceSegments } from "../src/core/safe-path.js";
 import { toolCall } from "../src/core/messages.js";
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
@@ -55,4 +55,21 @@ describe("Windows names refused on every platform", () => {
     expect(workspaceSegments(path)).toEqual([path]);
     expect(await write(path)).toBe(`Wrote 1 UTF-8 bytes to ${path}`);
   });
+});
+
+describe("isWindowsReservedComponent, the one predicate safePath uses", () => {
+  it.each(["nul", "NUL", "Con", "prn.txt", "aux.tar.gz", "COM1", "com¹", "LPT9.log", "CONIN$", "conout$", "NUL .txt"])(
+    "%j is a device name, and no workspace path",
+    (component) => {
+      expect(isWindowsReservedComponent(component)).toBe(true);
+      expect(() => workspaceSegments(component)).toThrow(WorkspacePathError);
+    },
+  );
+
+  it.each(["null", "NULL.txt", "console.log", "com10", "lpt", "xnul", "auxiliary", "con-fig"])(
+    "%j is no device name",
+    (component) => {
+      expect(isWindowsReservedComponent(component)).toBe(false);
+    },
+  );
 });

@@ -25,6 +25,17 @@ export interface WorkspaceFileSystem extends WorkspaceWriteBoundary {
 /** How many matches `glob` shows; `globFiles` returns at most one more, which says that more exist. */
 export const GLOB_RESULT_LIMIT = 1_000;
 
+// Windows ignores spaces before a device name's extension: `NUL .txt` is the device too.
+const WINDOWS_RESERVED = /^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³]) *(\.|$)/i;
+
+/**
+ * Whether one path component is a Windows device name (`nul`, `COM1`, `con.txt`), in any case and with or without
+ * an extension: on Windows it names the device, never a file, so no name a path or a Skill uses may be one.
+ */
+export function isWindowsReservedComponent(component: string): boolean {
+  return WINDOWS_RESERVED.test(component);
+}
+
 /** The path is not a workspace-relative path the workspace can hold: it escapes, or names no ordinary file. */
 export class WorkspacePathError extends Error {
   override readonly name = "WorkspacePathError";

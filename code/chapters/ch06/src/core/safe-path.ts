@@ -1,4 +1,4 @@
-import { WorkspacePathError } from "./filesystem.js";
+import { isWindowsReservedComponent, WorkspacePathError } from "./filesystem.js";
 
 /** What `resolveInWorkspace` needs to know about the disk; the Node adapter answers with real calls. */
 export interface PathProbe {
@@ -18,8 +18,6 @@ export interface PathProbe {
 export const MAX_SEGMENT_BYTES = 255;
 export const MAX_PATH_BYTES = 4095;
 const MAX_SHOWN_CHARS = 200;
-// Windows ignores spaces before a device name's extension: `NUL .txt` is the device too.
-const RESERVED = /^(con|prn|aux|nul|conin\$|conout\$|com[0-9¹²³]|lpt[0-9¹²³]) *(\.|$)/i;
 // An 8.3 short name (`PROGRA~1`, `GIT~1`, `GENERA~1.TXT`): on Windows a second spelling of another entry, which
 // would get past every rule that looks at names.
 const SHORT_NAME = /^(?=[^.]{3,8}(?:\.|$))[^.~]+~[0-9]+(?:\.[^.]{0,3})?$/;
@@ -47,7 +45,7 @@ export function workspaceSegments(relative: string): string[] {
       segment === ".." ||
       utf8Bytes(segment) > MAX_SEGMENT_BYTES ||
       WINDOWS_ILLEGAL.test(segment) ||
-      RESERVED.test(segment) ||
+      isWindowsReservedComponent(segment) ||
       SHORT_NAME.test(segment) ||
       /[. ]$/.test(segment);
     if (unusable) throw escapes(relative);
