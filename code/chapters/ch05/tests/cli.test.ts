@@ -782,16 +782,19 @@ describe("runCli --replay", () => {
     });
   });
 
-  it("a recording that cannot be read is a 配置错误, exit 2", async () => {
-    const cwd = await tempFolder();
-    await mkdir(join(cwd, "sub"));
-    await writeFile(join(cwd, "sub", "bad.json"), JSON.stringify({ chapter: 1 }));
-    expect(await cli(["--replay", "sub/bad.json"], { cwd })).toStrictEqual({
-      code: 2,
-      stdout: "",
-      stderr: `配置错误: transcript ${join(cwd, "sub", "bad.json")} has no "messages" array\n`,
-    });
-  });
+  it.each([[{ chapter: 1 }], [null], [[]], ["text"], [42]])(
+    "a recording %j that cannot be read is a 配置错误, exit 2, not a crash",
+    async (recording) => {
+      const cwd = await tempFolder();
+      await mkdir(join(cwd, "sub"));
+      await writeFile(join(cwd, "sub", "bad.json"), JSON.stringify(recording));
+      expect(await cli(["--replay", "sub/bad.json"], { cwd })).toStrictEqual({
+        code: 2,
+        stdout: "",
+        stderr: `配置错误: transcript ${join(cwd, "sub", "bad.json")} has no "messages" array\n`,
+      });
+    },
+  );
 });
 
 describe("runCli --prompt-file", () => {

@@ -22,7 +22,7 @@ export async function readTranscript(path: string | URL): Promise<Transcript> {
   } catch (error) {
     throw new ConfigurationError(`cannot read transcript ${String(path)}: ${(error as Error).message}`);
   }
-  const record = raw as { chapter?: unknown; messages?: unknown };
+  const record = (typeof raw === "object" && raw !== null ? raw : {}) as { chapter?: unknown; messages?: unknown };
   if (!Array.isArray(record.messages)) {
     throw new ConfigurationError(`transcript ${String(path)} has no "messages" array`);
   }
