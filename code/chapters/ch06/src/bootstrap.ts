@@ -2,14 +2,14 @@ import { realpathSync } from "node:fs";
 import { NodeWorkspaceFileSystem } from "./adapters/filesystem.js";
 import { OpenAIChatModel } from "./adapters/openai-chat.js";
 import { PowerShellRunner } from "./adapters/powershell.js";
-import { ReplayModel } from "./adapters/replay-model.js";
+import { ReplayModel, type ReplayOptions } from "./adapters/replay-model.js";
 import type { Settings } from "./config.js";
 import type { AgentEventListener } from "./core/agent-events.js";
 import type { CommandRunner } from "./core/commands.js";
 import { HookRegistry } from "./core/hooks.js";
 import { AgentRunner } from "./core/loop.js";
-import type { AssistantMessage, ChatMessage } from "./core/messages.js";
-import type { FinishReason, ModelClient } from "./core/model.js";
+import type { ChatMessage } from "./core/messages.js";
+import type { ModelClient } from "./core/model.js";
 import { PermissionPolicy, PermissionRule, type ApprovalProvider, type AuditSink } from "./core/permissions.js";
 import { profileForChapter, type ChapterProfile } from "./core/profiles.js";
 import type { WorkspaceFileSystem } from "./core/filesystem.js";
@@ -59,11 +59,8 @@ export function openAIModel(settings: Settings, onAttempt?: (attempt: number, at
 }
 
 /** A model that answers with the assistant turns of a recorded history, for --replay and --demo. */
-export function replayModel(
-  history: readonly ChatMessage[],
-  cutShort?: ReadonlyMap<AssistantMessage, FinishReason>,
-): ModelClient {
-  return new ReplayModel(history, cutShort);
+export function replayModel(history: readonly ChatMessage[], options?: ReplayOptions): ModelClient {
+  return new ReplayModel(history, options);
 }
 
 /** The composition root: the only place that knows which concrete adapters a chapter uses. */

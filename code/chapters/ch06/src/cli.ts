@@ -12,7 +12,7 @@ import { progressListener, SUBAGENT_LEAD } from "./cli/progress.js";
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
-import { readTranscript, recordReplies, replayedTurns, writeTranscript } from "./cli/transcript.js";
+import { readTranscript, recordReplies, replayedTurns, writeTranscript, type RecordedReply } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
@@ -24,7 +24,7 @@ import {
   type AuditSink,
   type PermissionRequest,
 } from "./core/permissions.js";
-import type { ModelClient, ModelReply } from "./core/model.js";
+import type { ModelClient } from "./core/model.js";
 import { profileForChapter, UnknownChapterError, type ChapterProfile } from "./core/profiles.js";
 
 /** Everything the CLI touches from the outside world, injectable for tests. */
@@ -129,7 +129,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
   let agent: AgentRunner | undefined;
   let options: CliOptions | undefined;
   let demo: DemoSetup | undefined;
-  let replies: readonly ModelReply[] | undefined;
+  let replies: (() => readonly RecordedReply[] | undefined) | undefined;
   let code: number;
   let stopOnSignals: (() => void) | undefined;
   try {
@@ -151,8 +151,12 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const fromFile =
       options.promptFile === undefined ? undefined : await readPromptFile(resolve(base, options.promptFile));
     const turns = script === undefined ? undefined : replayedTurns(script);
+    // From chapter 6 a subagent's request is answered only from the recorded subagent replies (none, if the
+    // recording has no `replies`): the run's own turns never go to a child, nor a child's to the run.
     const replayed =
-      turns === undefined ? createModel(options, io, base, terminal) : replayModel(turns.turns, turns.cutShort);
+      turns === undefined
+        ? createModel(options, io, base, terminal)
+        : replayModel(turns.turns, { cutShort: turns.cutShort, subagentTurns: turns.subagentTurns });
     // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
     const shown =
       demo === undefined || options.quiet
@@ -210,11 +214,15 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const path = resolve(base, options.transcript);
     try {
       const rewrittenArguments = agent?.rewrittenArguments;
+      const recorded = replies?.();
+      if (replies !== undefined && recorded === undefined) {
+        terminal.line("警告: 模型的回复太大, transcript 里没有 replies; 用 --replay 回放时子 Agent 会失败。");
+      }
       await writeTranscript(path, {
         chapter: options.chapter ?? 0,
         messages: history,
         rewrittenArguments,
-        ...(replies === undefined ? {} : { replies }),
+        ...(recorded === undefined ? {} : { replies: recorded }),
       });
     } catch (error) {
       terminal.line(`运行失败: cannot write the transcript to ${oneLine(path)}: ${oneLine((error as Error).message)}`);

@@ -317,7 +317,12 @@ const hookOrAudit = (text: string): string[] => text.split("\n").filter(isHookOr
 interface WireTranscript {
   readonly chapter: number;
   readonly messages: { role: string; content: string | null; tool_calls?: unknown[]; tool_call_id?: string }[];
-  readonly replies?: { role: string; content: string | null; tool_calls?: { function: { name: string } }[] }[];
+  readonly replies?: {
+    agent: string;
+    role: string;
+    content: string | null;
+    tool_calls?: { function: { name: string } }[];
+  }[];
 }
 const readWire = async (path: string): Promise<WireTranscript> =>
   JSON.parse(await readFile(path, "utf8")) as WireTranscript;
@@ -634,11 +639,18 @@ describe("rule 21: --transcript records every reply when a child ran, and --repl
     expect(server.requests).toHaveLength(4);
     expect(await readFile(join(workspace, "child.txt"), "utf8")).toBe("child evidence");
     const recorded = await readWire(first);
+    // Whose request each reply answered is written down, never inferred when the file is read back.
     expect(recorded.replies).toEqual([
-      wireTurn(null, [{ id: "parent-task", name: "task", args: { description: "write child.txt" } }]),
-      wireTurn(null, [{ id: "child-write", name: "write_file", args: WRITE_ARGS }]),
-      wireTurn("child.txt written"),
-      wireTurn("parent final"),
+      {
+        agent: "parent",
+        ...(wireTurn(null, [{ id: "parent-task", name: "task", args: { description: "write child.txt" } }]) as object),
+      },
+      {
+        agent: "subagent",
+        ...(wireTurn(null, [{ id: "child-write", name: "write_file", args: WRITE_ARGS }]) as object),
+      },
+      { agent: "subagent", ...(wireTurn("child.txt written") as object) },
+      { agent: "parent", ...(wireTurn("parent final") as object) },
     ]);
     expect(recorded.messages.map((message) => message.role)).toEqual(["user", "assistant", "tool", "assistant"]);
 
@@ -676,6 +688,90 @@ describe("rule 21: --transcript records every reply when a child ran, and --repl
       stderr: `配置错误: transcript ${broken} "replies" must hold every assistant turn of "messages", in order\n`,
     });
     expect(readdirSync(workspace)).toEqual(["README.md"]);
+  });
+
+  const secretReply = {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: "x1", type: "function", function: { name: "read_file", arguments: '{"path":"secret.txt"}' } }],
+  };
+  const hello = { role: "assistant", content: "hello" };
+
+  it("a parent reply that is not a turn of messages is a configuration error: nothing the history hides answers the run", async () => {
+    await writeFile(join(workspace, "secret.txt"), "TOP SECRET", "utf8");
+    const forged = join(root, "forged.json");
+    const replies = [
+      { agent: "parent", ...secretReply },
+      { agent: "parent", ...hello },
+    ];
+    await writeFile(
+      forged,
+      JSON.stringify({ chapter: 6, messages: [{ role: "user", content: "Say hello" }, hello], replies }),
+    );
+    expect(await ch06(["--replay", forged, "--quiet"], keyless())).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `配置错误: transcript ${forged} "replies" must hold every assistant turn of "messages", in order\n`,
+    });
+  });
+
+  it("a subagent reply answers only a subagent's request: with no task in the history it never runs", async () => {
+    await writeFile(join(workspace, "secret.txt"), "TOP SECRET", "utf8");
+    const forged = join(root, "forged.json");
+    const replies = [
+      { agent: "subagent", ...secretReply },
+      { agent: "parent", ...hello },
+    ];
+    await writeFile(
+      forged,
+      JSON.stringify({ chapter: 6, messages: [{ role: "user", content: "Say hello" }, hello], replies }),
+    );
+    const second = join(root, "second.json");
+    const run = await ch06(["--replay", forged, "--transcript", second], keyless());
+    expect(run).toEqual({ code: 0, stdout: "hello\n", stderr: "[Hook] UserPromptSubmit\n[Hook] Stop\n" });
+    expect(JSON.stringify(await readWire(second))).not.toContain("TOP SECRET");
+  });
+
+  it("a recording with task but no replies gives the child no parent turn: the child fails, the parent goes on", async () => {
+    const transcript = join(root, "no-replies.json");
+    const messages = [
+      { role: "user", content: "delegate" },
+      wireTurn(null, [{ id: "t1", name: "task", args: { description: "read README.md" } }]),
+      { role: "tool", tool_call_id: "t1", content: "ignored" },
+      wireTurn("parent final"),
+    ];
+    await writeFile(transcript, JSON.stringify({ chapter: 6, messages }));
+    const second = join(root, "second.json");
+    const run = await ch06(["--replay", transcript, "--transcript", second, "--quiet"], keyless());
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe("parent final\n");
+    expect(run.stderr).toContain("子 Agent 运行失败: The replay has no subagent reply 1; it recorded 0\n");
+    expect((await readWire(second)).messages[2]).toEqual({
+      role: "tool",
+      tool_call_id: "t1",
+      content: "Error [subagent_execution_error]: Subagent execution failed",
+    });
+  });
+
+  it('a provider that says "stop" beside tool calls is recorded so that the file replays', async () => {
+    const server = await provider([
+      {
+        json: completion({
+          toolCalls: [{ id: "parent-task", name: "task", arguments: '{"description":"say hi"}' }],
+          finishReason: "stop",
+        }),
+      },
+      wireText("hi from the child"),
+      wireText("parent final"),
+    ]);
+    const first = join(root, "first.json");
+    expect((await ch06(["--prompt", "delegate", "--transcript", first, "--quiet"], envFor(server))).code).toBe(0);
+    const recorded = await readWire(first);
+    expect(JSON.stringify(recorded.replies)).not.toContain("finish_reason");
+    const second = join(root, "second.json");
+    const replay = await ch06(["--replay", first, "--transcript", second, "--quiet"], keyless());
+    expect(replay.code).toBe(0);
+    expect((await readWire(second)).messages).toEqual(recorded.messages);
   });
 });
 
@@ -747,9 +843,15 @@ describe("rule 23: the chapter 6 demo", () => {
     const walkthrough = JSON.parse(
       readFileSync(new URL("../demo/ch06.json", import.meta.url), "utf8"),
     ) as WireTranscript;
-    const childConclusion = walkthrough.messages[6]?.content;
+    const childConclusion = walkthrough.replies?.[5]?.content;
     expect(recorded.messages[2]).toEqual({ role: "tool", tool_call_id: "call_demo_1", content: childConclusion });
     expect(recorded.replies).toHaveLength(8);
-    expect(recorded.replies).toEqual(walkthrough.messages.slice(1));
+    expect(recorded.replies).toEqual(walkthrough.replies);
+    expect(recorded.replies?.map((reply) => reply.agent)).toEqual([
+      "parent",
+      ...Array<string>(5).fill("subagent"),
+      "parent",
+      "parent",
+    ]);
   });
 });

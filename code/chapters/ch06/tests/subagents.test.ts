@@ -832,6 +832,23 @@ describe("rule 10: the turn cap", () => {
     h.model.assertExhausted();
   });
 
+  test("a child whose conversation outgrows its byte budget is an execution error, not the turn cap", async () => {
+    // Two replies of 33 MiB arguments each: before its third request the child is past MAX_CONVERSATION_BYTES.
+    const huge = "x".repeat(33 * 1024 * 1024);
+    const h = harness([
+      toolTurn(task("job", "grow")),
+      toolTurn(call("g1", "read_file", huge)),
+      toolTurn(call("g2", "read_file", huge)),
+      textTurn("parent final"),
+    ]);
+    const result = await runParent(h);
+    expect(toolMessages(result.history)).toEqual([
+      ["job", "Error [subagent_execution_error]: Subagent execution failed"],
+    ]);
+    expect(childRequests(h.model)).toHaveLength(2);
+    h.model.assertExhausted();
+  });
+
   test("a Stop hook forcing a continuation on the child's last turn gives the same error", async () => {
     const hooks = new HookRegistry();
     hooks.register("Stop", (context) =>
@@ -1364,6 +1381,7 @@ describe("rule 19: the shared-code additions", () => {
 
   test.each<[string, unknown]>([
     ["an empty string", ""],
+    ["null", null],
     ["a number", 42],
     ["an object", { name: "alice" }],
   ])("identity as %s throws RangeError 'identity must be a non-empty string'", (_name, identity) => {

@@ -3,7 +3,7 @@ import { toOpenAIMessage } from "../bootstrap.js";
 import { ConfigurationError } from "../config.js";
 import { assistantMessage, systemMessage, toolCall, toolMessage, userMessage } from "../core/messages.js";
 import type { AssistantMessage, ChatMessage, ToolCall } from "../core/messages.js";
-import type { FinishReason, ModelClient, ModelReply } from "../core/model.js";
+import type { FinishReason, ModelClient } from "../core/model.js";
 
 /** What `--transcript` writes and `--replay` reads: the whole history, in Chat Completions form. */
 export interface Transcript {
@@ -15,22 +15,53 @@ export interface Transcript {
    */
   readonly rewrittenArguments?: ReadonlyMap<ToolCall, string>;
   /**
-   * From chapter 6: every reply the model gave, in call order, when they are not just the assistant turns of
-   * `messages` (a subagent's replies are in no history the run keeps). Entries that are turns of `messages` are
-   * those very objects once read back.
+   * From chapter 6, when a subagent ran: every reply the model gave, in call order, each saying whose request it
+   * answered (a subagent's replies are in no history the run keeps). The parent's are the assistant turns of
+   * `messages`, and come back as those very objects once read.
    */
-  readonly replies?: readonly ModelReply[];
+  readonly replies?: readonly RecordedReply[];
 }
 
-/** `model`, and every reply it gives, in order: what `--transcript` needs to replay a run that used subagents. */
-export function recordReplies(model: ModelClient): { readonly model: ModelClient; readonly replies: ModelReply[] } {
-  const replies: ModelReply[] = [];
+/** Whose request a reply answered: the run's own (`parent`) or a subagent's. */
+export type ReplyAgent = "parent" | "subagent";
+
+export interface RecordedReply {
+  readonly message: AssistantMessage;
+  readonly finishReason: FinishReason;
+  readonly agent: ReplyAgent;
+}
+
+/**
+ * Replies recorded past this many bytes are dropped, and the transcript then holds none: a provider's replies are
+ * not ours to keep without bound (20 subagents of 30 turns could otherwise pin gigabytes until the run ends).
+ */
+export const MAX_RECORDED_REPLY_BYTES = 64 * 1024 * 1024;
+
+/**
+ * `model`, and every reply it gives, in order, with whose request it answered: a request whose system message is
+ * the first request's is the run's own; any other is a subagent's (its own system prompt). `replies` is
+ * `undefined` once they outgrew `MAX_RECORDED_REPLY_BYTES`.
+ */
+export function recordReplies(model: ModelClient): {
+  readonly model: ModelClient;
+  readonly replies: () => readonly RecordedReply[] | undefined;
+} {
+  let replies: RecordedReply[] | undefined = [];
+  let bytes = 0;
+  let parentSystem: string | null | undefined;
   return {
-    replies,
+    replies: () => replies,
     model: {
       async complete(request) {
+        const system = request.messages[0]?.content ?? null;
+        parentSystem ??= system;
         const reply = await model.complete(request);
-        replies.push(reply);
+        if (replies !== undefined) {
+          bytes += JSON.stringify(toOpenAIMessage(reply.message)).length;
+          const agent: ReplyAgent = system === parentSystem ? "parent" : "subagent";
+          if (bytes > MAX_RECORDED_REPLY_BYTES) replies = undefined;
+          else replies.push(Object.freeze({ message: reply.message, finishReason: reply.finishReason, agent }));
+        }
         return reply;
       },
     },
@@ -59,12 +90,9 @@ export async function writeTranscript(path: string, transcript: Transcript): Pro
           return ran === undefined ? [] : [{ message: index, tool_call_id: call.id, arguments: ran }];
         }),
   );
-  const turns = transcript.messages.filter((message) => message.role === "assistant");
   const replies = transcript.replies;
-  // Only when they tell more than the history does: a run without a subagent is recorded exactly as before.
-  const moreReplies =
-    replies !== undefined &&
-    (replies.length !== turns.length || replies.some((reply, index) => reply.message !== turns[index]));
+  // Only when a subagent ran: a run without one is recorded exactly as before.
+  const moreReplies = replies !== undefined && replies.some((reply) => reply.agent === "subagent");
   const wire = {
     chapter: transcript.chapter,
     messages: transcript.messages.map(toOpenAIMessage),
@@ -82,7 +110,12 @@ export async function readTranscript(path: string | URL): Promise<Transcript> {
   } catch (error) {
     throw new ConfigurationError(`cannot read transcript ${String(path)}: ${(error as Error).message}`);
   }
-  const record = (typeof raw === "object" && raw !== null ? raw : {}) as { chapter?: unknown; messages?: unknown; rewritten_arguments?: unknown; replies?: unknown };
+  const record = (typeof raw === "object" && raw !== null ? raw : {}) as {
+    chapter?: unknown;
+    messages?: unknown;
+    rewritten_arguments?: unknown;
+    replies?: unknown;
+  };
   if (!Array.isArray(record.messages)) {
     throw new ConfigurationError(`transcript ${String(path)} has no "messages" array`);
   }
@@ -102,24 +135,27 @@ export async function readTranscript(path: string | URL): Promise<Transcript> {
 }
 
 /**
- * The turns a replay answers with, in order: the recorded replies when there are any (a subagent's among them),
- * else the assistant turns of the messages. `cutShort` holds those the model ended with `length` or `content_filter`.
+ * What a replay answers with: the run's own turns (the assistant turns of the messages, rewrites included, and a
+ * last reply the model cut short) and, apart from them, the subagents' replies in call order. `cutShort` holds the
+ * replies the model ended with `length` or `content_filter`.
  */
 export function replayedTurns(transcript: Transcript): {
   readonly turns: readonly ChatMessage[];
+  readonly subagentTurns: readonly AssistantMessage[];
   readonly cutShort: ReadonlyMap<AssistantMessage, FinishReason>;
 } {
   const turns = replayedMessages(transcript);
-  if (transcript.replies === undefined) return { turns, cutShort: new Map() };
-  // The parent's turns were matched to these very objects when read: the rewrites keyed by their calls apply.
-  const rewrittenTurns = new Map<ChatMessage, ChatMessage>();
-  transcript.messages.forEach((message, index) => rewrittenTurns.set(message, turns[index] ?? message));
+  const replies = transcript.replies ?? [];
   const cutShort = new Map<AssistantMessage, FinishReason>();
-  for (const reply of transcript.replies) {
+  for (const reply of replies) {
     if (reply.finishReason !== naturalEnd(reply.message)) cutShort.set(reply.message, reply.finishReason);
   }
+  // A parent reply cut short is in no history: the run ended there, so it answers the run's last request.
+  const lastParent = replies.filter((reply) => reply.agent === "parent").at(-1);
+  const cutParent = lastParent !== undefined && cutShort.has(lastParent.message) ? [lastParent.message] : [];
   return {
-    turns: transcript.replies.map((reply) => rewrittenTurns.get(reply.message) ?? reply.message),
+    turns: [...turns, ...cutParent],
+    subagentTurns: replies.filter((reply) => reply.agent === "subagent").map((reply) => reply.message),
     cutShort,
   };
 }
@@ -165,43 +201,58 @@ function toRewrites(value: unknown, messages: readonly ChatMessage[], where: str
   return rewrites;
 }
 
-function toWireReply(reply: ModelReply): Record<string, unknown> {
-  const { message, finishReason } = reply;
-  return {
-    ...toOpenAIMessage(message),
-    ...(finishReason === naturalEnd(message) ? {} : { finish_reason: finishReason }),
-  };
+function toWireReply(reply: RecordedReply): Record<string, unknown> {
+  const { message, finishReason, agent } = reply;
+  // Only the two reasons that change what the loop does: a provider may say "stop" beside tool calls.
+  const cut = finishReason === "length" || finishReason === "content_filter";
+  return { agent, ...toOpenAIMessage(message), ...(cut ? { finish_reason: finishReason } : {}) };
 }
 
 /**
- * `replies`: assistant messages, each with an optional `finish_reason` of `length` or `content_filter`, that hold
- * every assistant turn of `messages` in order. Those turns come back as the messages' own objects, so a replay of
- * the parent's turns is the replay of the messages (rewrites included).
+ * `replies`: assistant messages, each with `agent` (`parent` or `subagent`) and an optional `finish_reason` of
+ * `length` or `content_filter`. The parent's entries are exactly the assistant turns of `messages`, in order (and
+ * at most one more, cut short, at their end): a replay never answers the run with a reply its history does not show.
  */
-function toReplies(value: unknown, messages: readonly ChatMessage[], path: string): readonly ModelReply[] {
+function toReplies(value: unknown, messages: readonly ChatMessage[], path: string): readonly RecordedReply[] {
   if (!Array.isArray(value)) throw new ConfigurationError(`transcript ${path} "replies" must be a list`);
   const turns = messages.filter((message): message is AssistantMessage => message.role === "assistant");
+  const mismatch = (): ConfigurationError =>
+    new ConfigurationError(`transcript ${path} "replies" must hold every assistant turn of "messages", in order`);
   let matched = 0;
-  const replies = value.map((entry: unknown, index): ModelReply => {
+  let cutParent = false;
+  const replies = value.map((entry: unknown, index): RecordedReply => {
     const where = `${path} replies[${index}]`;
     const fields = (typeof entry === "object" && entry !== null ? entry : {}) as Record<string, unknown>;
     if (fields.role !== "assistant") throw new ConfigurationError(`${where}.role must be assistant`);
+    const agent = fields.agent;
+    if (agent !== "parent" && agent !== "subagent") {
+      throw new ConfigurationError(`${where}.agent must be parent or subagent`);
+    }
     const read = toMessage(fields, where) as AssistantMessage;
     const reason = fields.finish_reason;
     if (reason !== undefined && reason !== "length" && reason !== "content_filter") {
       throw new ConfigurationError(`${where}.finish_reason must be length or content_filter when given`);
     }
-    const turn = turns[matched];
-    const message = turn !== undefined && reason === undefined && sameTurn(turn, read) ? turn : read;
-    if (message === turn) matched += 1;
-    return Object.freeze({ message, finishReason: reason ?? naturalEnd(message) });
+    let message = read;
+    if (agent === "parent") {
+      // Nothing of the parent's may follow a reply that ended its run.
+      if (cutParent) throw mismatch();
+      if (reason === undefined) {
+        const turn = turns[matched];
+        if (turn === undefined || !sameTurn(turn, read)) throw mismatch();
+        message = turn;
+        matched += 1;
+      } else {
+        cutParent = true;
+      }
+    }
+    return Object.freeze({ message, finishReason: reason ?? naturalEnd(message), agent });
   });
-  if (matched !== turns.length) {
-    throw new ConfigurationError(`transcript ${path} "replies" must hold every assistant turn of "messages", in order`);
-  }
+  if (matched !== turns.length) throw mismatch();
   return Object.freeze(replies);
 }
 
+/** Each side serialized once: a hostile file's long turn is compared once, not once per reply. */
 function sameTurn(a: AssistantMessage, b: AssistantMessage): boolean {
   return JSON.stringify(toOpenAIMessage(a)) === JSON.stringify(toOpenAIMessage(b));
 }

@@ -52,6 +52,8 @@ export function hasHiddenCharacters(text: string): boolean {
  * of model text that begins like one of them (after any indentation) could pass for it.
  */
 export const CLI_LINE_STARTS: readonly string[] = [
+  // Chapter 6: a subagent's progress rows and its failure line.
+  "子 Agent",
   "[Permission]",
   "[Hook]",
   "工具调用需要批准",

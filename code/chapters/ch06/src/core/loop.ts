@@ -14,7 +14,15 @@ export class AgentRunError extends Error {
 
 /** The model still wanted tools after `maxTurns` model calls. */
 export class AgentLimitError extends AgentRunError {
-  override readonly name = "AgentLimitError";
+  override readonly name: string = "AgentLimitError";
+}
+
+/**
+ * The conversation outgrew `MAX_CONVERSATION_BYTES`: a limit of size, not of turns, which a subagent's caller must
+ * not report as the turn cap.
+ */
+export class ConversationLimitError extends AgentLimitError {
+  override readonly name = "ConversationLimitError";
 }
 
 /** The reply was cut off at the token limit: half an answer must not pass for a whole one. */
@@ -127,7 +135,7 @@ export class AgentRunner {
   constructor(options: AgentRunnerOptions) {
     const maxTurns = options.maxTurns ?? 20;
     if (!Number.isInteger(maxTurns) || maxTurns <= 0) throw new RangeError("maxTurns must be a positive integer");
-    const identity: unknown = options.identity ?? "user";
+    const identity: unknown = options.identity === undefined ? "user" : options.identity;
     if (typeof identity !== "string" || identity === "") throw new RangeError("identity must be a non-empty string");
     this.#model = options.model;
     this.#tools = options.tools;
@@ -179,7 +187,7 @@ export class AgentRunner {
       // provider would take (and a string the runtime could not hold).
       const size = conversationBytes(this.#history);
       if (size > MAX_CONVERSATION_BYTES) {
-        throw new AgentLimitError(
+        throw new ConversationLimitError(
           `The conversation reached ${size} bytes, past the ${MAX_CONVERSATION_BYTES} bytes one request may carry`,
         );
       }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { AgentEventListener } from "../core/agent-events.js";
 import { HookRegistry } from "../core/hooks.js";
-import { AgentLimitError, AgentRunner } from "../core/loop.js";
+import { AgentLimitError, AgentRunner, ConversationLimitError } from "../core/loop.js";
 import type { ModelClient } from "../core/model.js";
 import { PermissionPolicy } from "../core/permissions.js";
 import { ToolRegistry, toolError, toolSuccess, type ToolContext, type ToolDefinition } from "../core/tools.js";
@@ -135,7 +135,8 @@ export class SubagentTool {
     } catch (error) {
       this.#tellFailure(error);
       // No conclusion is safer than an unreliable one: never the child's last tool output, never its error text.
-      if (error instanceof AgentLimitError) {
+      // The turn cap only: a child whose conversation outgrew its byte budget did not run out of turns.
+      if (error instanceof AgentLimitError && !(error instanceof ConversationLimitError)) {
         return toolError("subagent_turn_limit", `Subagent exceeded max_turns=${this.#maxTurns} without a final answer`);
       }
       return toolError("subagent_execution_error", "Subagent execution failed");
