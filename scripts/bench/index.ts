@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only policy,loop,glob,shell,startup,provider]`: SPEC §12, one table, ratios
+// `npm run bench [-- --quick] [-- --only policy,loop,glob,shell,startup,provider,skills]`: SPEC §12, one table, ratios
 // side by side.
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -10,11 +10,12 @@ import { benchPolicy } from "./policy.js";
 import { benchReplyCap } from "./reply.js";
 import { benchRunnerOverhead } from "./runner-overhead.js";
 import { benchShell } from "./shell.js";
+import { benchSkills } from "./skills.js";
 import { benchStartup } from "./startup.js";
 import { renderTable, type Row } from "./table.js";
 import { removeAllTemp } from "./temp.js";
 
-const SECTIONS = ["policy", "loop", "glob", "shell", "startup", "provider"] as const;
+const SECTIONS = ["policy", "loop", "glob", "shell", "startup", "provider", "skills"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -50,6 +51,8 @@ const runners: Record<Section, () => Promise<{ rows: Row[]; notes?: string[] }>>
     const budget = await benchBudget({ turns: [50, 200], runs: quick ? 3 : 7 });
     return { rows: [...reply.rows, ...budget.rows], notes: [...reply.notes, ...budget.notes] };
   },
+  // Chapter 7: scanning the most Skill folders the registry accepts, against a plain read of the same tree.
+  skills: () => benchSkills({ runs: quick ? 5 : 15 }),
 };
 
 const machine = describeMachine();

@@ -12,7 +12,10 @@ import { findPowerShell } from "../../code/chapters/ch06/src/adapters/powershell
 // npm.ps1 that ships with the npm in use, in real PowerShell, piped and unpiped.
 
 const repository = fileURLToPath(new URL("../../", import.meta.url));
-const documents = ["README.md", ...["ch01", "ch02", "ch03", "ch04", "ch05", "ch06"].map((name) => `chapters/${name}.md`)];
+const documents = [
+  "README.md",
+  ...["ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07"].map((name) => `chapters/${name}.md`),
+];
 const powershell = findPowerShell();
 // Like tests/support/powershell.ts: CI fails without pwsh unless .ci/run has already reported a failed install.
 const mustRun = process.env.CI === "true" && process.env.PWSH_INSTALL_FAILED !== "1";
