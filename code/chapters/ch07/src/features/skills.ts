@@ -559,7 +559,8 @@ function parseFrontmatter(frontmatter: string, source: string): { name: string; 
   if (description === "" || NOT_ONE_LINE.test(description)) {
     throw new SkillManifestError(`Skill description must be one non-empty line: ${source}`);
   }
-  if ([...description].length > MAX_SKILL_DESCRIPTION_CHARS) {
+  // Counted in code points, as the 1,024-character limit is stated: a pair of surrogates is one character.
+  if (Array.from(description).length > MAX_SKILL_DESCRIPTION_CHARS) {
     throw new SkillManifestError(
       `Skill description is longer than ${MAX_SKILL_DESCRIPTION_CHARS} characters: ${source}`,
     );
