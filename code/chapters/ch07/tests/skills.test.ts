@@ -862,6 +862,26 @@ describe("rule 22: every level rechecked at load", () => {
 });
 
 describe("rule 23: the whole manifest revalidated at load", () => {
+  test("a manifest rewritten after the scan with more than 64 KiB of frontmatter is invalid_skill, as a scan refuses it", async () => {
+    writeSkill(workspace, "alpha");
+    const registry = SkillRegistry.scan(workspace);
+    const tool = loadTool(registry);
+    const padded = `---\nname: alpha\ndescription: ok\n${"# pad\n".repeat(20_000)}---\nbig-frontmatter body\n`;
+    writeManifest(workspace, "alpha", padded);
+    expect(await rejection(registry.loadSkill("alpha"))).toEqual([
+      "SkillManifestError",
+      "Skill frontmatter is larger than 65536 bytes: skills/alpha/SKILL.md",
+    ]);
+    expect(await tool.call(args({ name: "alpha" }))).toEqual({
+      content: INVALID_SKILL,
+      isError: true,
+      errorCode: "invalid_skill",
+    });
+    expect(() => SkillRegistry.scan(workspace)).toThrow(
+      "Skill frontmatter is larger than 65536 bytes: skills/alpha/SKILL.md",
+    );
+  });
+
   test("frontmatter broken or a name changed after the scan: invalid_skill", async () => {
     writeSkill(workspace, "alpha");
     writeSkill(workspace, "beta");

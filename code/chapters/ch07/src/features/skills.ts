@@ -5,7 +5,12 @@ import { join, sep } from "node:path";
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { openConfined } from "../adapters/confined-open.js";
-import { isWindowsReservedComponent } from "../core/filesystem.js";
+import {
+  FileNotFoundError,
+  InvalidFilePathError,
+  isWindowsReservedComponent,
+  WorkspacePathError,
+} from "../core/filesystem.js";
 import { isInside, shownPath } from "../core/safe-path.js";
 import { toolError, toolSuccess, type ToolContext, type ToolDefinition, type ToolResult } from "../core/tools.js";
 
@@ -373,9 +378,7 @@ function readFrontmatter(directory: string, folder: string, source: string): str
       const atEnd = read === 0;
       filled += read;
       end = frontmatterEnd(bytes.subarray(0, filled), atEnd, source);
-      if (end === undefined && filled > MAX_FRONTMATTER_BYTES) {
-        throw new SkillManifestError(`Skill frontmatter is larger than ${MAX_FRONTMATTER_BYTES} bytes: ${source}`);
-      }
+      if ((end ?? filled) > MAX_FRONTMATTER_BYTES) throw frontmatterTooLarge(source);
     }
     return decodeUtf8(bytes.subarray(0, end), source);
   } finally {
@@ -400,8 +403,12 @@ function openInside(directory: string, target: string, folder: string, source: s
   let fd: number;
   try {
     fd = openSync(target, READ_SAFELY);
-  } catch {
-    throw escape();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    // A final link that appeared since the check, or the file gone: it no longer leads where it was checked.
+    if (code === "ELOOP" || code === "ENOENT" || code === "ENOTDIR") throw escape();
+    if (code === "ENXIO") throw new SkillPathError(`Skill manifest is not a regular file: ${source}`);
+    throw new SkillPathError(`Skill manifest cannot be read: ${source}`);
   }
   try {
     const info = fstatSync(fd);
@@ -466,6 +473,10 @@ function frontmatterEnd(bytes: Buffer, atEnd: boolean, source: string): number |
 
 const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
+function frontmatterTooLarge(source: string): SkillManifestError {
+  return new SkillManifestError(`Skill frontmatter is larger than ${MAX_FRONTMATTER_BYTES} bytes: ${source}`);
+}
+
 /** `---` alone on its line, with or without the `\r` of a CRLF file; `--- ` with a trailing space is not one. */
 function isFrontmatterSeparator(line: string): boolean {
   return line === "---" || line === "---\r";
@@ -490,8 +501,15 @@ async function readWholeManifest(directory: string, source: string): Promise<str
   let handle;
   try {
     ({ handle } = await openConfined(directory, target, source, "read"));
-  } catch {
-    throw escape();
+  } catch (error) {
+    // Gone, swapped for a link, or no ordinary file since the scan: the registered path is no longer safe. Anything
+    // else (a permission error, a failing disk) is no fault of the manifest and goes on as the tool's own failure.
+    const moved =
+      error instanceof WorkspacePathError ||
+      error instanceof FileNotFoundError ||
+      error instanceof InvalidFilePathError;
+    if (moved) throw escape();
+    throw error;
   }
   try {
     const { size } = await handle.stat();
@@ -518,6 +536,8 @@ function parseSkillDocument(text: string, source: string): { name: string; descr
   const bytes = Buffer.from(text, "utf8");
   const end = frontmatterEnd(bytes, true, source);
   if (end === undefined) throw new SkillManifestError(`Skill manifest has no closing frontmatter delimiter: ${source}`);
+  // The scan's bound holds at load too: a manifest rewritten since must not pass with more metadata than a scan takes.
+  if (end > MAX_FRONTMATTER_BYTES) throw frontmatterTooLarge(source);
   const frontmatter = bytes.subarray(0, end).toString("utf8");
   const closingBreak = bytes.indexOf(0x0a, end);
   const body = closingBreak === -1 ? "" : bytes.subarray(closingBreak + 1).toString("utf8");
