@@ -766,7 +766,7 @@ interface WireTranscript {
   readonly replies?: unknown[];
 }
 
-describe("CH07 §7: the chapter 7 demo", () => {
+describe("the chapter 7 demo", () => {
   it.each([[[]], [["--quiet"]]])(
     "with no terminal (%j): the 16 lines in order, stdout begins 演示结束。, the workspace unchanged",
     async (extra) => {

@@ -2,7 +2,7 @@ import { closeSync, constants, fstatSync, lstatSync, opendirSync, openSync, read
 import { realpathSync, statSync } from "node:fs";
 import { realpath } from "node:fs/promises";
 import { join, sep } from "node:path";
-import { parseDocument } from "yaml";
+import { isScalar, parseDocument, visit } from "yaml";
 import { z } from "zod";
 import { openConfined } from "../adapters/confined-open.js";
 import {
@@ -23,6 +23,11 @@ export const DEFAULT_MAX_CATALOG_ENTRIES = 100;
 export const DEFAULT_MAX_CATALOG_BYTES = 8_000;
 /** Where a Skill's metadata must end: a manifest whose second `---` is further in is refused, not read on. */
 export const MAX_FRONTMATTER_BYTES = 65_536;
+/**
+ * Frontmatter bytes one scan parses, all Skills together: 1,000 ordinary Skills take a few hundred KiB, while
+ * 1,000 manifests of 64 KiB of dense YAML would hold the start for many minutes.
+ */
+export const MAX_SCAN_FRONTMATTER_BYTES = 1024 * 1024;
 /** Entries of `skills/` looked at; more is refused, so a folder of millions cannot make the start slow or large. */
 export const MAX_SKILL_DIRECTORIES = 1_000;
 /** One description must not take the catalog's whole budget and hide every Skill after it. */
@@ -170,7 +175,8 @@ export class SkillRegistry {
     const escape = (): SkillPathError =>
       new SkillPathError(`Registered Skill path is no longer safe: ${shownPath(shown)}`);
     const root = await realpath(join(this.#workspace, ...this.#skillsDirectory.split(/[\\/]/u))).catch(() => undefined);
-    if (root === undefined || !isInside(this.#workspace, root, sep)) throw escape();
+    // As at scan: the root must be a folder inside the workspace, never the workspace itself.
+    if (root === undefined || root === this.#workspace || !isInside(this.#workspace, root, sep)) throw escape();
     const directory = await realpath(join(root, folder)).catch(() => undefined);
     if (directory === undefined || directory === root || !isInside(root, directory, sep)) throw escape();
     return directory;
@@ -267,21 +273,33 @@ function resolveSkillRoot(workspace: string, skillsDirectory: string): string | 
     throw escape;
   }
   if (root === workspace || !isInside(workspace, root, sep)) throw escape;
-  if (!statSync(root).isDirectory()) {
-    throw new SkillPathError(`Skills directory is not a directory: ${shownPath(skillsDirectory)}`);
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(root).isDirectory();
+  } catch {
+    // Removed between the resolution and this look: as if it had never been there, an empty catalog.
+    return undefined;
   }
+  if (!isDirectory) throw new SkillPathError(`Skills directory is not a directory: ${shownPath(skillsDirectory)}`);
   return root;
 }
 
 /** Every Skill of the root, sorted by name; duplicates are found before any folder name is compared. */
 function scanRoot(root: string, skillsDirectory: string): RegisteredSkill[] {
   const found: RegisteredSkill[] = [];
-  for (const folder of firstLevelEntries(root)) {
+  let frontmatterBytes = 0;
+  for (const folder of firstLevelEntries(root, skillsDirectory)) {
     const directory = skillDirectory(root, folder);
     if (directory === undefined) continue;
     const source = `${shownPath(skillsDirectory)}/${shownPath(folder)}/${MANIFEST}`;
     const frontmatter = readFrontmatter(directory, folder, source);
     if (frontmatter === undefined) continue;
+    frontmatterBytes += Buffer.byteLength(frontmatter, "utf8");
+    if (frontmatterBytes > MAX_SCAN_FRONTMATTER_BYTES) {
+      throw new SkillManifestError(
+        `Skill frontmatter totals more than ${MAX_SCAN_FRONTMATTER_BYTES} bytes in ${shownPath(skillsDirectory)}`,
+      );
+    }
     const { name, description } = parseFrontmatter(frontmatter, source);
     found.push({ name, description, folder });
   }
@@ -300,9 +318,15 @@ function scanRoot(root: string, skillsDirectory: string): RegisteredSkill[] {
 }
 
 /** The root's entry names, sorted, read one at a time and refused past `MAX_SKILL_DIRECTORIES`. */
-function firstLevelEntries(root: string): string[] {
+function firstLevelEntries(root: string, skillsDirectory: string): string[] {
   const names: string[] = [];
-  const dir = opendirSync(root);
+  let dir;
+  try {
+    dir = opendirSync(root);
+  } catch {
+    // Gone or no longer a folder since it was resolved: what the scan needs is not there to read.
+    throw new SkillPathError(`Skills directory cannot be read: ${shownPath(skillsDirectory)}`);
+  }
   try {
     for (let entry = dir.readSync(); entry !== null; entry = dir.readSync()) {
       if (names.length === MAX_SKILL_DIRECTORIES) {
@@ -338,8 +362,14 @@ function skillDirectory(root: string, folder: string): string | undefined {
     throw escape;
   }
   if (real === root || !isInside(root, real, sep)) throw escape;
-  if (!statSync(real).isDirectory())
-    throw new SkillPathError(`Skill directory is not a directory: ${shownPath(folder)}`);
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(real).isDirectory();
+  } catch {
+    // Removed between the resolution and this look: there is nothing to register, as when it was gone before.
+    return undefined;
+  }
+  if (!isDirectory) throw new SkillPathError(`Skill directory is not a directory: ${shownPath(folder)}`);
   return real;
 }
 
@@ -544,6 +574,23 @@ function parseSkillDocument(text: string, source: string): { name: string; descr
   return { ...parseFrontmatter(frontmatter, source), body };
 }
 
+/** Whether any mapping of `document`, at any depth, holds the same key twice. */
+function hasDuplicateKey(document: ReturnType<typeof parseDocument>): boolean {
+  let duplicate = false;
+  visit(document, {
+    Map(_key, map) {
+      const seen = new Set<string>();
+      for (const pair of map.items) {
+        const key = isScalar(pair.key) ? `s:${String(pair.key.value)}` : `n:${String(pair.key)}`;
+        if (seen.has(key)) duplicate = true;
+        seen.add(key);
+      }
+      return duplicate ? visit.BREAK : undefined;
+    },
+  });
+  return duplicate;
+}
+
 /**
  * `name` and `description` from the frontmatter text (the opening line included). The YAML is plain data: no
  * aliases, tags, merge keys, duplicate keys or second documents; any other key is ignored and grants nothing.
@@ -557,11 +604,12 @@ function parseFrontmatter(frontmatter: string, source: string): { name: string; 
       version: "1.2",
       schema: "core",
       merge: false,
-      uniqueKeys: true,
+      // yaml's own duplicate-key check compares every key with every earlier one; hasDuplicateKey is linear.
+      uniqueKeys: false,
       logLevel: "error",
       prettyErrors: false,
     });
-    if (document.errors.length > 0 || document.warnings.length > 0) throw invalid();
+    if (document.errors.length > 0 || document.warnings.length > 0 || hasDuplicateKey(document)) throw invalid();
     data = document.toJS({ maxAliasCount: 0 });
   } catch {
     throw invalid();
