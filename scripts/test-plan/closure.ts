@@ -6,6 +6,24 @@ import { posix } from "node:path";
 
 const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)(["'])(\.{1,2}\/[^"'\n]*|\.{1,2})\1/g;
 
+const PACKAGE_SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)(["'])([^."'\n/][^"'\n]*)\1/g;
+
+/**
+ * The packages a module's text imports by bare specifier (`zod`, `@xterm/headless`; `node:` built-ins left out), as
+ * over-approximated as the relative scan: a package named only in a string still counts.
+ */
+export function packageImports(text: string): string[] {
+  return [...text.matchAll(PACKAGE_SPECIFIER)]
+    .map((match) => match[2] as string)
+    .filter((specifier) => !specifier.startsWith("node:"))
+    .map((specifier) =>
+      specifier
+        .split("/")
+        .slice(0, specifier.startsWith("@") ? 2 : 1)
+        .join("/"),
+    );
+}
+
 /** The relative specifiers a module's text names, in order of appearance. */
 export function relativeSpecifiers(text: string): string[] {
   return [...text.matchAll(SPECIFIER)].map((match) => match[2] as string);

@@ -1,12 +1,13 @@
 // The test plan: for each chapter snapshot, in order, which test files must run and which can reuse the result
 // of an identical run made earlier in the same `npm test`. A test's inputs are its import closure, the closures
-// of the processes it starts, the snapshot files it reads (declarations.ts), the chapter's tsconfig.json and the
-// dependency fields of its package.json; two runs with byte-identical inputs at the same paths are one run.
+// of the processes it starts, the snapshot files it reads (declarations.ts), the chapter's tsconfig.json and, for each
+// package those files import, the version its package.json declares (so a chapter that adds a dependency reruns only
+// what imports it); two runs with byte-identical inputs at the same paths are one run.
 import { createHash } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { snapshotFiles } from "../verify-snapshots.js";
-import { importClosure } from "./closure.js";
+import { importClosure, packageImports } from "./closure.js";
 import { declarationFor, globPattern } from "./declarations.js";
 
 export type PlanAction = "run" | "reuse";
@@ -57,6 +58,19 @@ export function dependencyFields(packageJson: string | undefined): string {
   return sha256(JSON.stringify(DEPENDENCY_FIELDS.map((field) => [field, parsed[field] ?? null])));
 }
 
+/** Each package a package.json declares, with where and at which version (what a test importing it depends on). */
+function declaredPackages(packageJson: string | undefined): Map<string, string> {
+  const declared = new Map<string, string>();
+  if (packageJson === undefined) return declared;
+  const parsed = JSON.parse(packageJson) as Record<string, unknown>;
+  for (const field of DEPENDENCY_FIELDS) {
+    const entries = parsed[field];
+    if (typeof entries !== "object" || entries === null) continue;
+    for (const [name, spec] of Object.entries(entries)) declared.set(name, JSON.stringify([field, spec]));
+  }
+  return declared;
+}
+
 /** The inputs of every test file of one snapshot, from its files (path → text). */
 export function chapterInputs(files: ReadonlyMap<string, string>): Map<string, TestInputs> {
   const hashes = new Map<string, string>();
@@ -69,7 +83,7 @@ export function chapterInputs(files: ReadonlyMap<string, string>): Map<string, T
     }
     return hash;
   };
-  const dependencies = dependencyFields(files.get("package.json"));
+  const declared = declaredPackages(files.get("package.json"));
   const testFiles = [...files.keys()].filter((path) => /^tests\/.*\.test\.ts$/.test(path)).sort();
   const inputs = new Map<string, TestInputs>();
   for (const test of testFiles) {
@@ -83,7 +97,10 @@ export function chapterInputs(files: ReadonlyMap<string, string>): Map<string, T
     // vitest looks for the file's stored snapshots whether it uses them or not.
     paths.add(test.replace(/^tests\/(.*\/)?([^/]+)$/, "tests/$1__snapshots__/$2.snap"));
     paths.add("tsconfig.json");
-    const record: Record<string, string> = { [DEPENDENCIES_KEY]: dependencies };
+    const record: Record<string, string> = {};
+    const packages = new Set<string>();
+    for (const path of paths) for (const name of packageImports(files.get(path) ?? "")) packages.add(name);
+    for (const name of [...packages].sort()) record[`${DEPENDENCIES_KEY}/${name}`] = declared.get(name) ?? "undeclared";
     for (const path of [...paths].sort()) record[path] = hashOf(path);
     inputs.set(test, { files: record, reads: declaration.reads ?? [], ownChapter: declaration.ownChapter === true });
   }

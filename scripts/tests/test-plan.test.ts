@@ -9,7 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importClosure } from "../test-plan/closure.js";
 import { testsAffectedBy } from "../test-plan/cost.js";
 import { declarationFor, globPattern, readCovers } from "../test-plan/declarations.js";
-import { chapterNames, testPlan, type PlanEntry, type TestPlan } from "../test-plan/plan.js";
+import {
+  chapterInputs,
+  chapterNames,
+  differingInputs,
+  testPlan,
+  type PlanEntry,
+  type TestPlan,
+} from "../test-plan/plan.js";
 import { undeclaredTouches } from "../test-plan/undeclared.js";
 import { snapshotFiles } from "../verify-snapshots.js";
 
@@ -124,6 +131,32 @@ function changeInAddedChapter(path: string, mustRun: readonly string[]): void {
 }
 
 describe("the test plan", () => {
+  it("a package's declared version is an input only of the tests whose closure imports it", () => {
+    const files = (yaml: string): Map<string, string> =>
+      new Map([
+        ["package.json", JSON.stringify({ dependencies: { yaml, zod: "4.6.7" } })],
+        ["src/schema.ts", 'import { z } from "zod";\nexport const s = z.string();\n'],
+        ["src/skills.ts", 'import { parse } from "yaml";\nexport const p = parse;\n'],
+        ["tests/schema.test.ts", 'import { s } from "../src/schema.js";\n'],
+        ["tests/skills.test.ts", 'import { p } from "../src/skills.js";\nimport { it } from "vitest";\n'],
+      ]);
+    const [before, after] = [files("2.9.0"), files("2.9.1")].map(chapterInputs);
+    const keys = (test: string): string[] =>
+      Object.keys(before?.get(test)?.files ?? {}).filter((key) => key.startsWith("package.json#"));
+    expect(keys("tests/schema.test.ts")).toEqual(["package.json#dependencies/zod"]);
+    expect(keys("tests/skills.test.ts")).toEqual([
+      "package.json#dependencies/vitest",
+      "package.json#dependencies/yaml",
+    ]);
+    const differ = (test: string): string[] => {
+      const [a, b] = [before?.get(test), after?.get(test)];
+      return a === undefined || b === undefined ? ["missing"] : differingInputs(a, b);
+    };
+    // A new yaml reruns what imports yaml, and nothing else.
+    expect(differ("tests/schema.test.ts")).toEqual([]);
+    expect(differ("tests/skills.test.ts")).toEqual(["package.json#dependencies/yaml"]);
+  });
+
   it("runs every test file of the first chapter, and reuses only what an earlier chapter ran with the same inputs", () => {
     const first = chapterNames(realChapters)[0];
     expect(before.entries.filter((entry) => entry.chapter === first).every((entry) => entry.action === "run")).toBe(

@@ -355,6 +355,15 @@ describe("rule 4: a clean parent history", () => {
     expect(run.code).toBe(0);
     expect(run.stdout).toBe("parent final\n");
     expect(server.requests).toHaveLength(4);
+    // On the wire, through the real SDK: the child's first request is its own prompt and the trimmed task only,
+    // and the parent's next request carries the child's conclusion but none of its calls.
+    const wire = server.requests as { messages: { role: string; content: unknown }[] }[];
+    expect(wire[1]?.messages).toEqual([
+      { role: "system", content: DEFAULT_SUBAGENT_SYSTEM_PROMPT },
+      { role: "user", content: "read README.md" },
+    ]);
+    expect(wire[3]?.messages.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool"]);
+    expect(JSON.stringify(wire[3]?.messages)).not.toContain("child-read");
     const recorded = await readWire(transcript);
     expect(recorded.messages).toEqual([
       { role: "user", content: "delegate the read" },

@@ -347,6 +347,12 @@ describe("33: a description is one line with no control character", () => {
     ['a quoted "a\\Pb"', '"a\\Pb"'],
     ['a quoted "a\\tb"', '"a\\tb"'],
     ["a literal block of two lines", "|\n  one\n  two"],
+    // Text a reader does not see but the model reads, and ill-formed text every request would carry.
+    ["a quoted bidi override (U+202E)", '"x \\u202E gnp.exe"'],
+    ["a raw zero-width space", "a\u200bb"],
+    ["a quoted run of tag characters (U+E0049…)", '"ok\\U000E0049\\U000E0047\\U000E004E"'],
+    ["a raw ZERO WIDTH NO-BREAK SPACE inside", "a\ufeffb"],
+    ["a quoted lone surrogate (U+D800)", '"a\\uD800b"'],
   ];
   for (const [what, description] of cases) {
     it(`${what} is refused`, () => {
@@ -760,5 +766,32 @@ describe("— long names and control characters in messages are cut by shownPath
     await expect(registry.loadSkill(long)).rejects.toThrow(`Skill is not registered: ${cut(long)}`);
     const message = await registry.loadSkill(long).catch((error: unknown) => (error as Error).message);
     expect(message.length).toBeLessThanOrEqual("Skill is not registered: ".length + 201);
+  });
+});
+
+describe("what a load accepts is what a scan accepts", () => {
+  it("a manifest rewritten after the scan to begin with two BOMs is invalid_skill, as a scan refuses it", async () => {
+    writeSkill("alpha");
+    const registry = SkillRegistry.scan(ws);
+    const tool = loadTool(registry);
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    writeManifest("alpha", Buffer.concat([bom, bom, Buffer.from(manifest("name: alpha\ndescription: ok", "BODY\n"))]));
+    expect((await tool.call(JSON.stringify({ name: "alpha" }))).content).toBe(
+      "Error [invalid_skill]: Registered Skill manifest is invalid",
+    );
+    expect(scanned()).toEqual(manifestError("Skill manifest must begin with YAML frontmatter: skills/alpha/SKILL.md"));
+  });
+
+  it("a registered folder swapped after the scan for a link to another folder of the root is skill_path_escape", async () => {
+    writeSkill("alpha");
+    const registry = SkillRegistry.scan(ws);
+    const tool = loadTool(registry);
+    // zz is inside the root and declares alpha: a rescan would refuse it, so a load must not return its body.
+    writeManifest("zz", manifest("name: alpha\ndescription: ok", "ZZ BODY\n"));
+    rmSync(join(ws, "skills", "alpha"), { recursive: true });
+    symlinkSync(join(ws, "skills", "zz"), join(ws, "skills", "alpha"));
+    const result = await tool.call(JSON.stringify({ name: "alpha" }));
+    expect(result.content).toBe("Error [skill_path_escape]: Registered Skill path is no longer safe");
+    expect(result.content).not.toContain("ZZ BODY");
   });
 });

@@ -39,9 +39,10 @@ const SKILLS_DIRECTORY = "skills";
 const MANIFEST = "SKILL.md";
 const CHUNK_BYTES = 4_096;
 const SKILL_NAME_REGEXP = /^[a-z0-9]+(?:-[a-z0-9]+)*$/u;
-// Hidden line breaks (NEL, LS, PS) and every C0/C1 control: a description goes into the system prompt, one line.
-// eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
-const NOT_ONE_LINE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/u;
+// A description goes into the system prompt as one visible line: no control characters (NEL among them), line or
+// paragraph separators, format characters (bidi overrides, zero-width and tag characters that hide text from a
+// reader but not from the model) or lone surrogates (ill-formed text in every request).
+const NOT_ONE_LINE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
 
 const loadSkillInputSchema = z
   .object({
@@ -96,6 +97,8 @@ interface RegisteredSkill {
   readonly description: string;
   /** The folder's own name under the Skills root. */
   readonly folder: string;
+  /** Where that folder really was at the scan: a load goes to the same place or nowhere. */
+  readonly directory: string;
 }
 
 /**
@@ -160,7 +163,7 @@ export class SkillRegistry {
     const skill = this.#skills.get(name);
     if (skill === undefined) throw new SkillNotFoundError(`Skill is not registered: ${shownPath(name)}`);
     const source = `${shownPath(this.#skillsDirectory)}/${shownPath(skill.folder)}/${MANIFEST}`;
-    const directory = await this.#checkedRealDirectoryAsync(skill.folder);
+    const directory = await this.#checkedRealDirectoryAsync(skill);
     const text = await readWholeManifest(directory, source);
     const document = parseSkillDocument(text, source);
     if (document.name !== name || document.name !== skill.folder) {
@@ -170,7 +173,7 @@ export class SkillRegistry {
   }
 
   /** The workspace, the Skills root and the Skill's folder, each resolved again and required inside the one above. */
-  async #checkedRealDirectoryAsync(folder: string): Promise<string> {
+  async #checkedRealDirectoryAsync({ folder, directory: scanned }: RegisteredSkill): Promise<string> {
     const shown = `${this.#skillsDirectory}/${folder}`;
     const escape = (): SkillPathError =>
       new SkillPathError(`Registered Skill path is no longer safe: ${shownPath(shown)}`);
@@ -179,6 +182,8 @@ export class SkillRegistry {
     if (root === undefined || root === this.#workspace || !isInside(this.#workspace, root, sep)) throw escape();
     const directory = await realpath(join(root, folder)).catch(() => undefined);
     if (directory === undefined || directory === root || !isInside(root, directory, sep)) throw escape();
+    // Another folder of the root swapped in by a link would hold another Skill than the one registered.
+    if (directory !== scanned) throw escape();
     return directory;
   }
 
@@ -301,7 +306,7 @@ function scanRoot(root: string, skillsDirectory: string): RegisteredSkill[] {
       );
     }
     const { name, description } = parseFrontmatter(frontmatter, source);
-    found.push({ name, description, folder });
+    found.push({ name, description, folder, directory });
   }
   const seen = new Set<string>();
   for (const skill of found) {
@@ -403,11 +408,12 @@ function readFrontmatter(directory: string, folder: string, source: string): str
     const bytes = Buffer.alloc(MAX_FRONTMATTER_BYTES + CHUNK_BYTES);
     let filled = 0;
     let end: number | undefined;
+    const progress = { bomAllowed: true, lineStart: 0 };
     while (end === undefined) {
       const read = readSync(fd, bytes, filled, Math.min(CHUNK_BYTES, bytes.length - filled), null);
       const atEnd = read === 0;
       filled += read;
-      end = frontmatterEnd(bytes.subarray(0, filled), atEnd, source);
+      end = frontmatterEnd(bytes.subarray(0, filled), atEnd, source, progress);
       if ((end ?? filled) > MAX_FRONTMATTER_BYTES) throw frontmatterTooLarge(source);
     }
     return decodeUtf8(bytes.subarray(0, end), source);
@@ -473,8 +479,15 @@ function openedPath(fd: number, target: string, opened: { dev: number; ino: numb
  * Where the frontmatter text ends in `bytes` (the start of the closing `---` line, after the opening line), or
  * `undefined` when more must be read. Throws when the first line is no `---` or the file ended without a second.
  */
-function frontmatterEnd(bytes: Buffer, atEnd: boolean, source: string): number | undefined {
-  const start = bytes.subarray(0, 3).equals(UTF8_BOM) ? 3 : 0;
+function frontmatterEnd(
+  bytes: Buffer,
+  atEnd: boolean,
+  source: string,
+  progress: { bomAllowed: boolean; lineStart: number },
+): number | undefined {
+  // Called again as each chunk arrives: lines already looked at are not looked at again.
+  if (progress.lineStart > 0) return closingLine(bytes, atEnd, source, progress);
+  const start = progress.bomAllowed && bytes.subarray(0, 3).equals(UTF8_BOM) ? 3 : 0;
   const firstBreak = bytes.indexOf(0x0a, start);
   if (firstBreak === -1) {
     // No line break yet: only `---` or `---\r` may still become the opening line.
@@ -487,11 +500,23 @@ function frontmatterEnd(bytes: Buffer, atEnd: boolean, source: string): number |
   if (!isFrontmatterSeparator(bytes.subarray(start, firstBreak).toString("latin1"))) {
     throw new SkillManifestError(`Skill manifest must begin with YAML frontmatter: ${source}`);
   }
-  let lineStart = firstBreak + 1;
+  progress.lineStart = firstBreak + 1;
+  return closingLine(bytes, atEnd, source, progress);
+}
+
+/** From `progress.lineStart` on: where the closing `---` line starts, or `undefined` (and where to go on) for now. */
+function closingLine(
+  bytes: Buffer,
+  atEnd: boolean,
+  source: string,
+  progress: { lineStart: number },
+): number | undefined {
+  let lineStart = progress.lineStart;
   for (;;) {
     const lineBreak = bytes.indexOf(0x0a, lineStart);
     if (lineBreak === -1) {
       // The last line so far: a closing `---` with no line break after it counts only at the end of the file.
+      progress.lineStart = lineStart;
       if (!atEnd) return undefined;
       if (isFrontmatterSeparator(bytes.subarray(lineStart).toString("latin1"))) return lineStart;
       throw new SkillManifestError(`Skill manifest has no closing frontmatter delimiter: ${source}`);
@@ -546,10 +571,17 @@ async function readWholeManifest(directory: string, source: string): Promise<str
     if (size > MAX_SKILL_FILE_BYTES) {
       throw new SkillManifestError(`Skill manifest is larger than ${MAX_SKILL_FILE_BYTES} bytes: ${source}`);
     }
-    // Never more than one byte past the cap, whatever the size said: a file that grew since is refused.
-    const buffer = Buffer.alloc(MAX_SKILL_FILE_BYTES + 1);
+    // Sized by what the file says, grown while it grows, and never more than one byte past the cap: a file that
+    // grew since is refused, and a small manifest costs a small buffer.
+    let buffer = Buffer.alloc(Math.min(size, MAX_SKILL_FILE_BYTES) + 1);
     let filled = 0;
-    for (let read = -1; read !== 0 && filled < buffer.length; filled += read) {
+    for (let read = -1; read !== 0; filled += read) {
+      if (filled === buffer.length) {
+        if (filled > MAX_SKILL_FILE_BYTES) break;
+        const larger = Buffer.alloc(Math.min(2 * filled, MAX_SKILL_FILE_BYTES + 1));
+        buffer.copy(larger, 0, 0, filled);
+        buffer = larger;
+      }
       ({ bytesRead: read } = await handle.read(buffer, filled, buffer.length - filled, null));
     }
     if (filled > MAX_SKILL_FILE_BYTES) {
@@ -564,7 +596,8 @@ async function readWholeManifest(directory: string, source: string): Promise<str
 /** A whole manifest: its frontmatter checked as the scan checks it, and the body, every byte after the closing line. */
 function parseSkillDocument(text: string, source: string): { name: string; description: string; body: string } {
   const bytes = Buffer.from(text, "utf8");
-  const end = frontmatterEnd(bytes, true, source);
+  // The decoder already dropped the one BOM a manifest may start with: a second one is no frontmatter, as at scan.
+  const end = frontmatterEnd(bytes, true, source, { bomAllowed: false, lineStart: 0 });
   if (end === undefined) throw new SkillManifestError(`Skill manifest has no closing frontmatter delimiter: ${source}`);
   // The scan's bound holds at load too: a manifest rewritten since must not pass with more metadata than a scan takes.
   if (end > MAX_FRONTMATTER_BYTES) throw frontmatterTooLarge(source);
