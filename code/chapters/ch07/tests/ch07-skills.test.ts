@@ -659,6 +659,28 @@ describe("rule 29: a bad Skill stops the CLI before any model call", () => {
     expect(server.requests).toHaveLength(0);
   });
 
+  it.each([
+    ["a YAML alias", "---\nname: &n demo\ndescription: *n\n---\nbody\n", "Skill frontmatter is not valid YAML"],
+    [
+      "a hidden bidi override",
+      '---\nname: demo\ndescription: "ok \\u202E txt.exe"\n---\nbody\n',
+      "Skill description must be one non-empty line",
+    ],
+  ])(
+    "a SKILL.md with %s is one 配置错误 line, exit 2, and the provider is never asked",
+    async (_what, manifest, message) => {
+      await mkdir(join(workspace, "skills", "demo"), { recursive: true });
+      await writeFile(join(workspace, "skills", "demo", "SKILL.md"), manifest);
+      const server = await provider([wireText("should not be asked")]);
+      expect(await ch07(["--prompt", "hello"], envFor(server))).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: `配置错误: ${message}: skills/demo/SKILL.md\n`,
+      });
+      expect(server.requests).toHaveLength(0);
+    },
+  );
+
   it("the same workspace runs under --chapter 6, which reads no skills/", async () => {
     await breakSkill();
     const server = await provider([wireText("fine")]);

@@ -48,7 +48,11 @@ export async function readTranscript(path: string | URL): Promise<Transcript> {
   } catch (error) {
     throw new ConfigurationError(`cannot read transcript ${String(path)}: ${(error as Error).message}`);
   }
-  const record = (typeof raw === "object" && raw !== null ? raw : {}) as { chapter?: unknown; messages?: unknown; rewritten_arguments?: unknown };
+  const record = (typeof raw === "object" && raw !== null ? raw : {}) as {
+    chapter?: unknown;
+    messages?: unknown;
+    rewritten_arguments?: unknown;
+  };
   if (!Array.isArray(record.messages)) {
     throw new ConfigurationError(`transcript ${String(path)} has no "messages" array`);
   }
