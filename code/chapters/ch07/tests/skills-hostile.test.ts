@@ -491,7 +491,7 @@ describe.skipIf(!POSIX)("37: FIFOs, sockets, hard links and swapped folders", ()
   it("a hard-linked SKILL.md is refused at scan, and one hard-linked after the scan is skill_path_escape", async () => {
     const path = writeSkill("alpha", `${SECRET}\n`);
     linkSync(path, join(outside, "second-name.md"));
-    expect(scanned()).toEqual(pathError("Skill manifest has more than one name (a hard link): skills/alpha/SKILL.md"));
+    expect(scanned()).toEqual(pathError("Skill manifest escapes its directory: alpha"));
     rmSync(join(outside, "second-name.md"));
     const registry = SkillRegistry.scan(ws);
     linkSync(path, join(outside, "second-name.md"));
@@ -530,7 +530,7 @@ describe.skipIf(!POSIX)("37: FIFOs, sockets, hard links and swapped folders", ()
       [() => mkfifo(manifestPath), pathError("Skill manifest is not a regular file: skills/alpha/SKILL.md")],
       [
         () => linkSync(join(outside, "SKILL.md"), manifestPath),
-        pathError("Skill manifest has more than one name (a hard link): skills/alpha/SKILL.md"),
+        pathError("Skill manifest escapes its directory: alpha"),
       ],
     ];
     for (const [swap, expected] of swaps) {

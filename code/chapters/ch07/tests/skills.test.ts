@@ -786,7 +786,7 @@ describe("rule 21: unsafe roots and links at scan", () => {
     writeFileSync(join(skills, "alpha", "SKILL.md"), "---\nname: alpha\ndescription: ok\n---\n");
     linkSync(join(skills, "alpha", "SKILL.md"), join(outside, "second-name.md"));
     expect(described(catching(() => SkillRegistry.scan(workspace)))).toEqual(
-      pathError("Skill manifest has more than one name (a hard link): skills/alpha/SKILL.md"),
+      pathError("Skill manifest escapes its directory: alpha"),
     );
   });
 

@@ -1,4 +1,4 @@
-import { constants, realpathSync, statSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { open, readlink, unlink, type FileHandle } from "node:fs/promises";
 import { sep } from "node:path";
 import { FileNotFoundError, FileSystemOperationError, InvalidFilePathError } from "../core/filesystem.js";
@@ -46,6 +46,34 @@ export async function openConfined(
 }
 
 /**
+ * `openConfined` for reading, for a caller that must not wait (chapter 7's synchronous Skill scan): the same open
+ * flags and the same checks on the opened file. Returns the file descriptor; the caller closes it.
+ */
+export function openConfinedSync(workspace: string, target: string, path: string): number {
+  let fd: number;
+  try {
+    fd = openSync(target, constants.O_RDONLY | SAFE);
+  } catch (error) {
+    throw platformError(error, path);
+  }
+  try {
+    const info = fstatSync(fd);
+    if (!info.isFile()) throw notAFile(path, info);
+    let where: string | undefined;
+    try {
+      where = readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      where = sameFileAt(target, info);
+    }
+    if (where === undefined || !isInside(workspace, where, sep) || hasOtherNames(info)) throw escapes(path);
+    return fd;
+  } catch (error) {
+    closeSync(fd);
+    throw error;
+  }
+}
+
+/**
  * For a write, O_EXCL first: then the open itself says whether it created the file, so a file that
  * was already there (inside or, after a swap, outside) is never taken for ours and removed.
  */
@@ -70,7 +98,11 @@ async function openedPath(
   opened: { dev: number; ino: number },
 ): Promise<string | undefined> {
   const fromProc = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
-  if (fromProc !== undefined) return fromProc;
+  return fromProc ?? sameFileAt(target, opened);
+}
+
+/** Without /proc: the real path of `target` when it still leads to the opened file, else `undefined`. */
+function sameFileAt(target: string, opened: { dev: number; ino: number }): string | undefined {
   try {
     const real = realpathSync.native(target);
     const now = statSync(real);

@@ -1,10 +1,9 @@
-import { closeSync, constants, fstatSync, lstatSync, opendirSync, openSync, readlinkSync, readSync } from "node:fs";
-import { realpathSync, statSync } from "node:fs";
+import { closeSync, lstatSync, opendirSync, readSync, realpathSync, statSync } from "node:fs";
 import { realpath } from "node:fs/promises";
 import { join, sep } from "node:path";
 import { isScalar, parseDocument, visit } from "yaml";
 import { z } from "zod";
-import { openConfined } from "../adapters/confined-open.js";
+import { openConfined, openConfinedSync } from "../adapters/confined-open.js";
 import {
   FileNotFoundError,
   InvalidFilePathError,
@@ -113,16 +112,19 @@ export class SkillRegistry {
   readonly catalogEntries: readonly SkillCatalogEntry[];
   readonly #workspace: string;
   readonly #skillsDirectory: string;
+  /** The Skills root as a path under the workspace, not resolved: a load resolves it again. */
+  readonly #rootPath: string;
   readonly #skills: ReadonlyMap<string, RegisteredSkill>;
 
   private constructor(
     workspace: string,
-    skillsDirectory: string,
+    root: { readonly skillsDirectory: string; readonly rootPath: string },
     skills: readonly RegisteredSkill[],
     limits: { readonly entries: number; readonly bytes: number },
   ) {
     this.#workspace = workspace;
-    this.#skillsDirectory = skillsDirectory;
+    this.#skillsDirectory = root.skillsDirectory;
+    this.#rootPath = root.rootPath;
     this.#skills = new Map(skills.map((skill) => [skill.name, skill]));
     this.names = Object.freeze(skills.map((skill) => skill.name));
     this.catalogEntries = boundedCatalog(skills, limits.entries, limits.bytes);
@@ -145,9 +147,10 @@ export class SkillRegistry {
     const bytes = positiveInteger("maxCatalogBytes", options.maxCatalogBytes ?? DEFAULT_MAX_CATALOG_BYTES);
     const skillsDirectory = options.skillsDirectory ?? SKILLS_DIRECTORY;
     const realWorkspace = realpathSync.native(workspace);
-    const root = resolveSkillRoot(realWorkspace, skillsDirectory);
+    const rootPath = skillRootPath(realWorkspace, skillsDirectory);
+    const root = resolveSkillRoot(realWorkspace, rootPath, skillsDirectory);
     const skills = root === undefined ? [] : scanRoot(root, skillsDirectory);
-    return new SkillRegistry(realWorkspace, skillsDirectory, skills, { entries, bytes });
+    return new SkillRegistry(realWorkspace, { skillsDirectory, rootPath }, skills, { entries, bytes });
   }
 
   /** `- **name**: description` per catalog entry, joined by line breaks; "" when there is none. */
@@ -162,7 +165,7 @@ export class SkillRegistry {
   async loadSkill(name: string): Promise<string> {
     const skill = this.#skills.get(name);
     if (skill === undefined) throw new SkillNotFoundError(`Skill is not registered: ${shownPath(name)}`);
-    const source = `${shownPath(this.#skillsDirectory)}/${shownPath(skill.folder)}/${MANIFEST}`;
+    const source = manifestSource(this.#skillsDirectory, skill.folder);
     const directory = await this.#checkedRealDirectoryAsync(skill);
     const text = await readWholeManifest(directory, source);
     const document = parseSkillDocument(text, source);
@@ -172,18 +175,18 @@ export class SkillRegistry {
     return document.body;
   }
 
-  /** The workspace, the Skills root and the Skill's folder, each resolved again and required inside the one above. */
+  /**
+   * The Skill's folder, resolved again through the workspace and the Skills root as they are now: it must be the
+   * very folder the scan resolved, so a root or folder relinked since (outside, to the workspace itself, or to
+   * another Skill's folder) is refused, not followed.
+   */
   async #checkedRealDirectoryAsync({ folder, directory: scanned }: RegisteredSkill): Promise<string> {
-    const shown = `${this.#skillsDirectory}/${folder}`;
-    const escape = (): SkillPathError =>
-      new SkillPathError(`Registered Skill path is no longer safe: ${shownPath(shown)}`);
-    const root = await realpath(join(this.#workspace, ...this.#skillsDirectory.split(/[\\/]/u))).catch(() => undefined);
-    // As at scan: the root must be a folder inside the workspace, never the workspace itself.
-    if (root === undefined || root === this.#workspace || !isInside(this.#workspace, root, sep)) throw escape();
-    const directory = await realpath(join(root, folder)).catch(() => undefined);
-    if (directory === undefined || directory === root || !isInside(root, directory, sep)) throw escape();
-    // Another folder of the root swapped in by a link would hold another Skill than the one registered.
-    if (directory !== scanned) throw escape();
+    const directory = await realpath(join(this.#rootPath, folder)).catch(() => undefined);
+    if (directory !== scanned) {
+      throw new SkillPathError(
+        `Registered Skill path is no longer safe: ${shownPath(`${this.#skillsDirectory}/${folder}`)}`,
+      );
+    }
     return directory;
   }
 
@@ -215,6 +218,11 @@ export class SkillRegistry {
 /** Internal: `loadSkill` of a name the scan did not register (the tool says `skill_not_found` before). */
 class SkillNotFoundError extends SkillError {
   override readonly name = "SkillNotFoundError";
+}
+
+/** A manifest as messages name it: relative to the workspace, each part cut short. */
+function manifestSource(skillsDirectory: string, folder: string): string {
+  return `${shownPath(skillsDirectory)}/${shownPath(folder)}/${MANIFEST}`;
 }
 
 function positiveInteger(name: string, value: number): number {
@@ -251,18 +259,19 @@ function boundedCatalog(
   return Object.freeze(kept);
 }
 
-/**
- * The Skills root's real path, or `undefined` when nothing is there. Only a plain relative path of ordinary names
- * is accepted, and what it resolves to must be a folder inside the workspace.
- */
-function resolveSkillRoot(workspace: string, skillsDirectory: string): string | undefined {
+/** The Skills root under the workspace, unresolved: only a plain relative path of ordinary names is accepted. */
+function skillRootPath(workspace: string, skillsDirectory: string): string {
   const components = skillsDirectory.split(/[\\/]/u);
   const unsafe =
     skillsDirectory === "" ||
     /^[\\/]|^[A-Za-z]:/u.test(skillsDirectory) ||
     components.some((part) => part === "" || part === "." || part === ".." || isWindowsReservedComponent(part));
   if (unsafe) throw new SkillPathError(`Skills directory must be a plain relative path: ${shownPath(skillsDirectory)}`);
-  const path = join(workspace, ...components);
+  return join(workspace, ...components);
+}
+
+/** The real path of the Skills root at `path`, or `undefined` when nothing is there; it must be a folder inside. */
+function resolveSkillRoot(workspace: string, path: string, skillsDirectory: string): string | undefined {
   try {
     lstatSync(path);
   } catch (error) {
@@ -296,7 +305,7 @@ function scanRoot(root: string, skillsDirectory: string): RegisteredSkill[] {
   for (const folder of firstLevelEntries(root, skillsDirectory)) {
     const directory = skillDirectory(root, folder);
     if (directory === undefined) continue;
-    const source = `${shownPath(skillsDirectory)}/${shownPath(folder)}/${MANIFEST}`;
+    const source = manifestSource(skillsDirectory, folder);
     const frontmatter = readFrontmatter(directory, folder, source);
     if (frontmatter === undefined) continue;
     frontmatterBytes += Buffer.byteLength(frontmatter, "utf8");
@@ -378,10 +387,6 @@ function skillDirectory(root: string, folder: string): string | undefined {
   return real;
 }
 
-// POSIX-only flags are 0 where they do not exist (Windows), where the checks after the open are the defence.
-const flag = (name: "O_NOFOLLOW" | "O_NONBLOCK"): number => (constants as Partial<Record<string, number>>)[name] ?? 0;
-const READ_SAFELY = constants.O_RDONLY | flag("O_NOFOLLOW") | flag("O_NONBLOCK");
-
 /**
  * The manifest's frontmatter as text, or `undefined` when the folder has no SKILL.md. Reads 4 KiB at a time and
  * stops at the closing `---`: the body is never read here, let alone decoded.
@@ -431,47 +436,20 @@ function isLink(path: string): boolean {
 }
 
 /**
- * Opens `target` without following a final link or blocking on a FIFO, then proves the opened file is an ordinary
- * file inside `directory` with no second name: a swap between the path check and the open is caught here.
+ * Opens `target` as `read_file` opens a file (no final link, no wait on a FIFO, the opened file confirmed an
+ * ordinary file inside `directory` with no second name), as a Skill error.
  */
 function openInside(directory: string, target: string, folder: string, source: string): number {
-  const escape = (): SkillPathError => new SkillPathError(`Skill manifest escapes its directory: ${shownPath(folder)}`);
-  let fd: number;
   try {
-    fd = openSync(target, READ_SAFELY);
+    return openConfinedSync(directory, target, source);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    // A final link that appeared since the check, or the file gone: it no longer leads where it was checked.
-    if (code === "ELOOP" || code === "ENOENT" || code === "ENOTDIR") throw escape();
-    if (code === "ENXIO") throw new SkillPathError(`Skill manifest is not a regular file: ${source}`);
-    throw new SkillPathError(`Skill manifest cannot be read: ${source}`);
-  }
-  try {
-    const info = fstatSync(fd);
-    if (!info.isFile()) throw new SkillPathError(`Skill manifest is not a regular file: ${source}`);
-    // Another name of the same file may be anywhere, outside too: read_file refuses such files as well.
-    if (info.nlink > 1) throw new SkillPathError(`Skill manifest has more than one name (a hard link): ${source}`);
-    const where = openedPath(fd, target, info);
-    if (where === undefined || !isInside(directory, where, sep)) throw escape();
-    return fd;
-  } catch (error) {
-    closeSync(fd);
-    throw error;
-  }
-}
-
-/** Where the open file really is: Linux says so in /proc; elsewhere the path must still lead to the same file. */
-function openedPath(fd: number, target: string, opened: { dev: number; ino: number }): string | undefined {
-  try {
-    return readlinkSync(`/proc/self/fd/${fd}`);
-  } catch {
-    try {
-      const real = realpathSync.native(target);
-      const now = statSync(real);
-      return now.dev === opened.dev && now.ino === opened.ino ? real : undefined;
-    } catch {
-      return undefined;
+    if (error instanceof InvalidFilePathError)
+      throw new SkillPathError(`Skill manifest is not a regular file: ${source}`);
+    // Gone, a final link swapped in, outside the folder, or a hard link: it no longer leads where it was checked.
+    if (error instanceof WorkspacePathError || error instanceof FileNotFoundError) {
+      throw new SkillPathError(`Skill manifest escapes its directory: ${shownPath(folder)}`);
     }
+    throw new SkillPathError(`Skill manifest cannot be read: ${source}`);
   }
 }
 
