@@ -20,6 +20,7 @@ import { SubagentTool } from "./features/subagents.js";
 import { TodoTracker } from "./features/todos.js";
 
 export { toOpenAIMessage } from "./adapters/openai-chat.js";
+export { RequestOwners, type RequestOwner } from "./adapters/replay-model.js";
 
 /** The same every turn and never stored in the history: the loop puts it first in each request. */
 export const SYSTEM_PROMPT =

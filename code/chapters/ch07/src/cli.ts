@@ -256,14 +256,10 @@ export function runProfile(profile: ChapterProfile, argv: readonly string[], io?
 
 function reportFailure(error: unknown, terminal: Terminal): number {
   // A workspace Skill that cannot be used is found before any model call, like a missing setting.
-  if (error instanceof SkillError) {
-    inRows(terminal, "配置错误: ", oneLine(error.message));
-    return 2;
-  }
-  if (error instanceof ConfigurationError) {
+  if (error instanceof ConfigurationError || error instanceof SkillError) {
     // A replay file's or a setting's text in the message must not start a line of its own either.
     inRows(terminal, "配置错误: ", oneLine(error.message));
-    if (error.hint !== undefined) inRows(terminal, "  ", oneLine(error.hint));
+    if (error instanceof ConfigurationError && error.hint !== undefined) inRows(terminal, "  ", oneLine(error.hint));
     return 2;
   }
   if (error instanceof AgentRunError || error instanceof ArgumentError || error instanceof UnknownChapterError) {

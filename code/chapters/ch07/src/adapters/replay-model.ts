@@ -2,6 +2,23 @@ import { ModelCallError } from "../core/loop.js";
 import type { AssistantMessage, ChatMessage } from "../core/messages.js";
 import type { FinishReason, ModelClient, ModelReply, ModelRequest } from "../core/model.js";
 
+/** Whose request a model call is: the run's own (`parent`) or a subagent's (chapter 6). */
+export type RequestOwner = "parent" | "subagent";
+
+/**
+ * Tells the run's requests from its subagents': the run's all carry the system message its first request carried,
+ * a subagent's carries its own. One rule for recording replies and for replaying them, so the two always agree.
+ */
+export class RequestOwners {
+  #parentSystem: string | null | undefined;
+
+  of(request: ModelRequest | undefined): RequestOwner {
+    const system = request?.messages[0]?.content ?? null;
+    if (this.#parentSystem === undefined) this.#parentSystem = system;
+    return system === this.#parentSystem ? "parent" : "subagent";
+  }
+}
+
 export interface ReplayOptions {
   /** Turns the recorded model ended otherwise than their calls or text say (a `length` reply, say). */
   readonly cutShort?: ReadonlyMap<AssistantMessage, FinishReason>;
@@ -22,7 +39,7 @@ export class ReplayModel implements ModelClient {
   private readonly subagentTurns: readonly AssistantMessage[] | undefined;
   private next = 0;
   private nextSubagent = 0;
-  private parentSystem: string | null | undefined;
+  private readonly owners = new RequestOwners();
 
   constructor(history: readonly ChatMessage[], options: ReplayOptions = {}) {
     this.turns = history.filter((message): message is AssistantMessage => message.role === "assistant");
@@ -31,9 +48,8 @@ export class ReplayModel implements ModelClient {
   }
 
   complete(request?: ModelRequest): Promise<ModelReply> {
-    const system = request?.messages[0]?.content ?? null;
-    this.parentSystem ??= system;
-    if (this.subagentTurns !== undefined && system !== this.parentSystem) {
+    const owner = this.owners.of(request);
+    if (this.subagentTurns !== undefined && owner === "subagent") {
       const message = this.subagentTurns[this.nextSubagent];
       if (message === undefined) {
         const recorded = this.subagentTurns.length;

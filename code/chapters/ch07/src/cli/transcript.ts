@@ -1,5 +1,5 @@
 import { readFile, writeFile } from "node:fs/promises";
-import { toOpenAIMessage } from "../bootstrap.js";
+import { RequestOwners, toOpenAIMessage, type RequestOwner } from "../bootstrap.js";
 import { ConfigurationError } from "../config.js";
 import { assistantMessage, systemMessage, toolCall, toolMessage, userMessage } from "../core/messages.js";
 import type { AssistantMessage, ChatMessage, ToolCall } from "../core/messages.js";
@@ -22,13 +22,11 @@ export interface Transcript {
   readonly replies?: readonly RecordedReply[];
 }
 
-/** Whose request a reply answered: the run's own (`parent`) or a subagent's. */
-export type ReplyAgent = "parent" | "subagent";
-
 export interface RecordedReply {
   readonly message: AssistantMessage;
   readonly finishReason: FinishReason;
-  readonly agent: ReplyAgent;
+  /** Whose request it answered. */
+  readonly agent: RequestOwner;
 }
 
 /**
@@ -38,9 +36,8 @@ export interface RecordedReply {
 export const MAX_RECORDED_REPLY_BYTES = 64 * 1024 * 1024;
 
 /**
- * `model`, and every reply it gives, in order, with whose request it answered: a request whose system message is
- * the first request's is the run's own; any other is a subagent's (its own system prompt). `replies` is
- * `undefined` once they outgrew `MAX_RECORDED_REPLY_BYTES`.
+ * `model`, and every reply it gives, in order, with whose request it answered (`RequestOwners`, the rule the replay
+ * answers by). `replies` is `undefined` once they outgrew `MAX_RECORDED_REPLY_BYTES`.
  */
 export function recordReplies(model: ModelClient): {
   readonly model: ModelClient;
@@ -48,17 +45,15 @@ export function recordReplies(model: ModelClient): {
 } {
   let replies: RecordedReply[] | undefined = [];
   let bytes = 0;
-  let parentSystem: string | null | undefined;
+  const owners = new RequestOwners();
   return {
     replies: () => replies,
     model: {
       async complete(request) {
-        const system = request.messages[0]?.content ?? null;
-        parentSystem ??= system;
+        const agent = owners.of(request);
         const reply = await model.complete(request);
         if (replies !== undefined) {
           bytes += JSON.stringify(toOpenAIMessage(reply.message)).length;
-          const agent: ReplyAgent = system === parentSystem ? "parent" : "subagent";
           if (bytes > MAX_RECORDED_REPLY_BYTES) replies = undefined;
           else replies.push(Object.freeze({ message: reply.message, finishReason: reply.finishReason, agent }));
         }
