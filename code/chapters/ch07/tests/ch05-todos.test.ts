@@ -4,11 +4,10 @@ import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from "node:fs/promi
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, test, vi, type MockInstance } from "vitest";
 import { buildAgent, SYSTEM_PROMPT } from "../src/bootstrap.js";
-import { runProfile, type CliIO } from "../src/cli.js";
+import { type CliIO } from "../src/cli.js";
 import { HookRegistry, HookResult, type HookCallback, type HookEvent } from "../src/core/hooks.js";
 import { AgentRunError, AgentRunner, type RunResult, type ToolRoundObserver } from "../src/core/loop.js";
 import {
@@ -30,10 +29,16 @@ import { P04, P05, profileForChapter } from "../src/core/profiles.js";
 import { toolError, ToolRegistry } from "../src/core/tools.js";
 import { TODO_STALE_REMINDER, TodoTracker, type TodoItem } from "../src/features/todos.js";
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
-import { completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
+import { completion, type LoopbackOpenAI } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
-import { afterSettingsLine, runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
-import { Sink } from "./support/sink.js";
+import { runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
+import {
+  announcedWorkspace,
+  keylessEnv,
+  loopbackEnv,
+  runProfileInProcess,
+  scriptedProvider,
+} from "./support/profile-run.js";
 
 // The chapter 5 gate: todo_write and the stale-plan reminder through the real composition root (buildAgent(P05)),
 // loop, registry, policy, hooks and a temporary disk. Only the model, the shell and the human are scripted. The
@@ -751,19 +756,9 @@ describe("rule 20: an observer that fails fails the run, closed", () => {
 
 // ——— The CLI: runProfile and runCli in this process, a loopback provider for the real openai SDK, the demo. ———
 
-const servers: LoopbackOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => server.close()));
-});
-
-/** A loopback provider that answers `replies` in order (a final text past them), recording every request. */
-async function provider(replies: readonly unknown[]): Promise<LoopbackOpenAI> {
-  const server = await startLoopbackOpenAI((_body, index) => ({
-    json: replies[index] ?? completion({ content: "past the script" }),
-  }));
-  servers.push(server);
-  return server;
-}
+/** A loopback provider answering these completion bodies in order. */
+const provider = (replies: readonly unknown[]): Promise<LoopbackOpenAI> =>
+  scriptedProvider(replies.map((json) => ({ json })));
 
 const wireRead = (id: string): unknown =>
   completion({ toolCalls: [{ id, name: "read_file", arguments: '{"path":"README.md"}' }] });
@@ -774,34 +769,12 @@ const wireTodo = (id: string): unknown =>
     ],
   });
 
-const envFor = (server: LoopbackOpenAI): CliIO["env"] => ({
-  OPENAI_API_KEY: "test-key",
-  OPENAI_BASE_URL: server.baseURL,
-  OPENAI_MODEL: "loopback-model",
-});
-
-function keyless(): NodeJS.ProcessEnv {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_") && key !== "INIT_CWD"),
-  );
-}
+const envFor = loopbackEnv;
+const keyless = keylessEnv;
 
 /** `npm run ch05 -- …` in this process (the entry's runProfile(P05, argv)), with no terminal, in the workspace. */
-async function ch05(argv: readonly string[], env: CliIO["env"]): Promise<CliRun> {
-  const stdout = new Sink();
-  const stderr = new Sink();
-  const io: CliIO = {
-    env,
-    cwd: workspace,
-    stdin: new PassThrough().end(),
-    stdinIsTTY: false,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
-  const code = await runProfile(P05, argv, io);
-  return { code, stdout: stdout.text, stderr: afterSettingsLine(stderr.text, argv, env) };
-}
+const ch05 = (argv: readonly string[], env: CliIO["env"]): Promise<CliRun> =>
+  runProfileInProcess(P05, argv, env, workspace);
 
 /** `npm run agent-tutorial -- …` in this process, with no terminal, in the workspace. */
 const unified = (argv: readonly string[], env: CliIO["env"]): Promise<CliRun> =>
@@ -970,19 +943,6 @@ const DEMO_LINES = [
   ...allowed("todo_write"),
   "[Hook] Stop",
 ];
-
-const demoRoots: string[] = [];
-afterEach(async () => {
-  await Promise.all(demoRoots.splice(0).map((folder) => rm(folder, { recursive: true, force: true })));
-});
-
-/** The temp workspace the demo names on stderr; its parent is removed after the test. */
-function announcedWorkspace(output: string): string {
-  const named = /演示工作区[:：] ?(\S+?)(?:（|\s|$)/.exec(output)?.[1];
-  if (named === undefined) throw new Error(`the demo did not say where its workspace is:\n${output}`);
-  demoRoots.push(dirname(named));
-  return named;
-}
 
 describe("rule 21: the chapter 5 demo", () => {
   it.each([[[]], [["--quiet"]]])(

@@ -2,10 +2,9 @@ import { readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it, test } from "vitest";
 import { buildAgent } from "../src/bootstrap.js";
-import { runProfile, type CliIO } from "../src/cli.js";
+import { type CliIO } from "../src/cli.js";
 import { HookRegistry } from "../src/core/hooks.js";
 import type { AgentRunner } from "../src/core/loop.js";
 import { assistantMessage, validateToolPairing } from "../src/core/messages.js";
@@ -18,18 +17,19 @@ import {
 } from "../src/core/permissions.js";
 import { P05, P06, profileForChapter } from "../src/core/profiles.js";
 import { DEFAULT_SUBAGENT_SYSTEM_PROMPT } from "../src/features/subagents.js";
-import { afterSettingsLine, runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
+import { runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
 import { FakeCommandRunner } from "./support/fakes.js";
-import {
-  apiError,
-  completion,
-  startLoopbackOpenAI,
-  type LoopbackOpenAI,
-  type LoopbackReply,
-} from "./support/loopback-openai.js";
+import { apiError, completion, type LoopbackOpenAI, type LoopbackReply } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
-import { Sink } from "./support/sink.js";
-import { typeAnswers } from "./support/typist.js";
+import {
+  announcedWorkspace,
+  keylessEnv,
+  loopbackEnv,
+  runProfileInProcess,
+  scriptedProvider,
+  wireCall,
+  wireText,
+} from "./support/profile-run.js";
 
 // The chapter 6 gate: `task` through the real composition root (buildAgent(P06)), loop, registry, policy, hooks and
 // a temporary disk, with one scripted model that parent and child share in call order, as the book's tests do; then
@@ -253,59 +253,16 @@ describe("rule 1: the tool faces", () => {
 
 // ——— The CLI: runProfile(P06) in this process, a loopback provider for the real openai SDK, replays, the demo. ———
 
-const servers: LoopbackOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => server.close()));
-});
-
-/** A loopback provider that answers `replies` in order (a final text past them), recording every request. */
-async function provider(replies: readonly LoopbackReply[]): Promise<LoopbackOpenAI> {
-  const server = await startLoopbackOpenAI(
-    (_body, index) => replies[index] ?? { json: completion({ content: "past the script" }) },
-  );
-  servers.push(server);
-  return server;
-}
-
-const wireCall = (id: string, name: string, args: unknown): LoopbackReply => ({
-  json: completion({ toolCalls: [{ id, name, arguments: JSON.stringify(args) }] }),
-});
-const wireText = (content: string): LoopbackReply => ({ json: completion({ content }) });
-
-const envFor = (server: LoopbackOpenAI): CliIO["env"] => ({
-  OPENAI_API_KEY: "test-key",
-  OPENAI_BASE_URL: server.baseURL,
-  OPENAI_MODEL: "loopback-model",
-});
-
-function keyless(): NodeJS.ProcessEnv {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_") && key !== "INIT_CWD"),
-  );
-}
+const provider = scriptedProvider;
+const envFor = loopbackEnv;
+const keyless = keylessEnv;
 
 /**
  * `npm run ch06 -- …` in this process (the entry's runProfile(P06, argv)), in the workspace. With `answers`, stdin
  * is a terminal on which each answer is typed once its question has appeared; without, there is no terminal.
  */
-async function ch06(argv: readonly string[], env: CliIO["env"], answers?: readonly string[]): Promise<CliRun> {
-  const stdin = new PassThrough();
-  const stdout = new Sink();
-  const stderr = new Sink();
-  if (answers === undefined) stdin.end();
-  else typeAnswers(stdin, stderr, answers);
-  const io: CliIO = {
-    env,
-    cwd: workspace,
-    stdin,
-    stdinIsTTY: answers !== undefined,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
-  const code = await runProfile(P06, argv, io);
-  return { code, stdout: stdout.text, stderr: afterSettingsLine(stderr.text, argv, env) };
-}
+const ch06 = (argv: readonly string[], env: CliIO["env"], answers?: readonly string[]): Promise<CliRun> =>
+  runProfileInProcess(P06, argv, env, workspace, answers);
 
 /** `npm run agent-tutorial -- …` in this process, with no terminal, in the workspace. */
 const unified = (argv: readonly string[], env: CliIO["env"]): Promise<CliRun> =>
@@ -806,19 +763,6 @@ const DEMO_LINES = [
   "[Hook] PostToolUse: read_file -> error",
   "[Hook] Stop",
 ];
-
-const demoRoots: string[] = [];
-afterEach(async () => {
-  await Promise.all(demoRoots.splice(0).map((folder) => rm(folder, { recursive: true, force: true })));
-});
-
-/** The temp workspace the demo names on stderr; its parent is removed after the test. */
-function announcedWorkspace(output: string): string {
-  const named = /演示工作区[:：] ?(\S+?)(?:（|\s|$)/.exec(output)?.[1];
-  if (named === undefined) throw new Error(`the demo did not say where its workspace is:\n${output}`);
-  demoRoots.push(dirname(named));
-  return named;
-}
 
 describe("rule 23: the chapter 6 demo", () => {
   it.each([[[]], [["--quiet"]]])(

@@ -3,10 +3,9 @@ import { cp, mkdir, mkdtemp, readFile, realpath, rm, writeFile } from "node:fs/p
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it, test } from "vitest";
 import { buildAgent } from "../src/bootstrap.js";
-import { runProfile, type CliIO } from "../src/cli.js";
+import { type CliIO } from "../src/cli.js";
 import { HookRegistry, HookResult } from "../src/core/hooks.js";
 import type { AgentRunner } from "../src/core/loop.js";
 import { assistantMessage, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
@@ -20,11 +19,19 @@ import {
 import { P06, P07, profileForChapter } from "../src/core/profiles.js";
 import { SkillManifestError } from "../src/features/skills.js";
 import { DEFAULT_SUBAGENT_SYSTEM_PROMPT } from "../src/features/subagents.js";
-import { afterSettingsLine, runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
+import { runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
 import { FakeCommandRunner } from "./support/fakes.js";
-import { completion, startLoopbackOpenAI, type LoopbackOpenAI, type LoopbackReply } from "./support/loopback-openai.js";
+import { type LoopbackOpenAI } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
-import { Sink } from "./support/sink.js";
+import {
+  announcedWorkspace,
+  keylessEnv,
+  loopbackEnv,
+  runProfileInProcess,
+  scriptedProvider,
+  wireCall,
+  wireText,
+} from "./support/profile-run.js";
 
 // The chapter 7 gate: Skills through the real composition root (buildAgent(P07)), loop, registry, policy, hooks and a
 // temporary disk, with one scripted model that parent and child share in call order, as the book's tests do; then
@@ -481,53 +488,13 @@ describe("rule 26: delegation keeps the body in the child", () => {
 
 // ——— The CLI: runProfile(P07) in this process, a loopback provider for the real openai SDK, the demo. ———
 
-const servers: LoopbackOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => server.close()));
-});
-
-/** A loopback provider that answers `replies` in order (a final text past them), recording every request. */
-async function provider(replies: readonly LoopbackReply[]): Promise<LoopbackOpenAI> {
-  const server = await startLoopbackOpenAI(
-    (_body, index) => replies[index] ?? { json: completion({ content: "past the script" }) },
-  );
-  servers.push(server);
-  return server;
-}
-
-const wireCall = (id: string, name: string, args: unknown): LoopbackReply => ({
-  json: completion({ toolCalls: [{ id, name, arguments: JSON.stringify(args) }] }),
-});
-const wireText = (content: string): LoopbackReply => ({ json: completion({ content }) });
-
-const envFor = (server: LoopbackOpenAI): CliIO["env"] => ({
-  OPENAI_API_KEY: "test-key",
-  OPENAI_BASE_URL: server.baseURL,
-  OPENAI_MODEL: "loopback-model",
-});
-
-function keyless(): NodeJS.ProcessEnv {
-  return Object.fromEntries(
-    Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_") && key !== "INIT_CWD"),
-  );
-}
+const provider = scriptedProvider;
+const envFor = loopbackEnv;
+const keyless = keylessEnv;
 
 /** `npm run ch07 -- …` in this process (the entry's runProfile(P07, argv)), in the workspace, with no terminal. */
-async function ch07(argv: readonly string[], env: CliIO["env"]): Promise<CliRun> {
-  const stdout = new Sink();
-  const stderr = new Sink();
-  const io: CliIO = {
-    env,
-    cwd: workspace,
-    stdin: new PassThrough().end(),
-    stdinIsTTY: false,
-    stdout,
-    stderr,
-    stderrIsTTY: false,
-  };
-  const code = await runProfile(P07, argv, io);
-  return { code, stdout: stdout.text, stderr: afterSettingsLine(stderr.text, argv, env) };
-}
+const ch07 = (argv: readonly string[], env: CliIO["env"]): Promise<CliRun> =>
+  runProfileInProcess(P07, argv, env, workspace);
 
 /** `npm run agent-tutorial -- …` in this process, with no terminal, in the workspace. */
 const unified = (argv: readonly string[], env: CliIO["env"]): Promise<CliRun> =>
@@ -765,19 +732,6 @@ const DEMO_LINES = [
   "[Hook] PostToolUse: task -> ok",
   "[Hook] Stop",
 ];
-
-const demoRoots: string[] = [];
-afterEach(async () => {
-  await Promise.all(demoRoots.splice(0).map((folder) => rm(folder, { recursive: true, force: true })));
-});
-
-/** The temp workspace the demo names on stderr; its parent is removed after the test. */
-function announcedWorkspace(output: string): string {
-  const named = /演示工作区[:：] ?(\S+?)(?:（|\s|$)/.exec(output)?.[1];
-  if (named === undefined) throw new Error(`the demo did not say where its workspace is:\n${output}`);
-  demoRoots.push(dirname(named));
-  return named;
-}
 
 // The schema's pattern refuses a path before any hook, policy or disk access.
 const INVALID_PATH =
