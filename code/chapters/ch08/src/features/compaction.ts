@@ -1,0 +1,720 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fchmodSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
+import { join } from "node:path";
+import { folderAccess, type Folder, type FolderAccess } from "../adapters/folder-handles.js";
+import { systemMessage, toolMessage, userMessage, validateToolPairing } from "../core/messages.js";
+import type { ChatMessage } from "../core/messages.js";
+import type { ModelClient } from "../core/model.js";
+import type { ToolResult } from "../core/tools.js";
+
+/** A result over this many UTF-8 bytes goes to disk; exactly this many stays in the message. */
+export const DEFAULT_PERSIST_THRESHOLD_BYTES = 30_000;
+/** The most bytes of one reply's results the history keeps inline; the largest beyond it go to disk too. */
+export const DEFAULT_BATCH_BUDGET_BYTES = 200_000;
+export const DEFAULT_PREVIEW_HEAD_BYTES = 2_000;
+export const DEFAULT_PREVIEW_TAIL_BYTES = 2_000;
+/** Micro compaction leaves this many of the latest tool groups whole. */
+export const DEFAULT_KEEP_RECENT_TOOL_GROUPS = 3;
+/** After a prompt-too-long summary, this many of the latest groups follow it. */
+export const DEFAULT_REACTIVE_TAIL_GROUPS = 5;
+/** A request history over this many bytes (after snip and micro) is summarized by the model. */
+export const DEFAULT_PROACTIVE_THRESHOLD_BYTES = 50_000;
+/** Snip starts above this many message groups, keeps the first few, a marker, and the rest from the end. */
+export const DEFAULT_SNIP_MAX_GROUPS = 50;
+export const DEFAULT_SNIP_KEEP_HEAD_GROUPS = 3;
+/**
+ * Bytes of artifacts (results and transcripts) one manager writes at most: the book sets no bound, and 1,000 turns
+ * of 16 MiB replies would fill a disk with the user's workspace on it.
+ */
+export const DEFAULT_MAX_ARTIFACT_BYTES = 256 * 1024 * 1024;
+
+export const MICRO_COMPACT_PLACEHOLDER = "[Earlier tool result compacted. Re-run if needed.]";
+export const SUMMARY_SYSTEM_PROMPT =
+  "Summarize the conversation below so the work can continue from the summary alone. Reply with one JSON object " +
+  "and nothing else: no code fence and no tool call. It has exactly these keys: current_goal (a non-empty string), " +
+  "key_findings, files_read_or_changed, remaining_work and user_constraints (each an array of non-empty strings).";
+const SUMMARY_LEAD = "Earlier messages were replaced by this summary; the full transcript is at transcript_path.";
+
+/** Where the runtime writes, relative to the workspace: made on the first write, never through a link. */
+const ARTIFACT_FOLDERS = [".agent_tutorial", "artifacts"] as const;
+const ID_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+const MAX_ID_LENGTH = 64;
+
+/** What the book's five fields hold, as the summary model must return them. */
+export interface CompactionSummary {
+  readonly current_goal: string;
+  readonly key_findings: readonly string[];
+  readonly files_read_or_changed: readonly string[];
+  readonly remaining_work: readonly string[];
+  readonly user_constraints: readonly string[];
+}
+
+export interface HistorySummarizer {
+  summarize(history: readonly ChatMessage[]): Promise<CompactionSummary>;
+}
+
+/** A result the manager saved: its place in the batch, the file (workspace-relative, `/`) and its size. */
+export interface ArtifactReference {
+  readonly resultIndex: number;
+  readonly relativePath: string;
+  readonly originalBytes: number;
+}
+
+/** A file the runtime wrote into the workspace without asking, or why it could not: the CLI says both. */
+export type ArtifactNotice =
+  | { readonly type: "published"; readonly relativePath: string; readonly bytes: number }
+  | { readonly type: "failed"; readonly reason: string };
+
+export interface CompactionManagerOptions {
+  /** The workspace's real path. */
+  readonly workspace: string;
+  readonly summarizer: HistorySummarizer;
+  /** A new slug per file; `randomUUID` when omitted. Never a tool-call id, a tool name or model text. */
+  readonly idGenerator?: () => string;
+  readonly persistThresholdBytes?: number;
+  readonly batchBudgetBytes?: number;
+  readonly previewHeadBytes?: number;
+  readonly previewTailBytes?: number;
+  readonly keepRecentToolGroups?: number;
+  readonly reactiveTailGroups?: number;
+  readonly proactiveThresholdBytes?: number;
+  readonly snipMaxGroups?: number;
+  readonly snipKeepHeadGroups?: number;
+  readonly maxArtifactBytes?: number;
+  readonly onArtifact?: (notice: ArtifactNotice) => void;
+  /** After each summary: the request history's bytes before it and after it. */
+  readonly onSummary?: (bytesBefore: number, bytesAfter: number) => void;
+}
+
+export class CompactionError extends Error {
+  override readonly name: string = "CompactionError";
+}
+
+/** The artifact folder is a link, not a folder, or outside the workspace; or an id is not a safe name. */
+export class ArtifactPathError extends CompactionError {
+  override readonly name = "ArtifactPathError";
+}
+
+/** A file of that name exists already: it is never overwritten. */
+export class ArtifactConflictError extends CompactionError {
+  override readonly name = "ArtifactConflictError";
+}
+
+/** The prompt-too-long recovery was asked again in the same recovery window. */
+export class PromptTooLongRetryError extends CompactionError {
+  override readonly name = "PromptTooLongRetryError";
+}
+
+/** A history cut into the units every level keeps or drops whole: a message, or a call with all its results. */
+type MessageGroup = readonly ChatMessage[];
+
+/** The pairing checked first, then the groups: no cut can fall between a call and one of its results. */
+function validatedGroups(history: readonly ChatMessage[]): MessageGroup[] {
+  validateToolPairing(history);
+  const groups: ChatMessage[][] = [];
+  for (const message of history) {
+    if (message.role === "tool") (groups.at(-1) as ChatMessage[]).push(message);
+    else groups.push([message]);
+  }
+  return groups;
+}
+
+const isToolGroup = (group: MessageGroup): boolean => {
+  const [first] = group;
+  return first?.role === "assistant" && first.toolCalls.length > 0;
+};
+
+/** Above `maxGroups` groups: the first `keepHeadGroups`, one marker, and the last groups up to `maxGroups` in all. */
+export function snipCompactHistory(
+  history: readonly ChatMessage[],
+  options: { readonly maxGroups?: number; readonly keepHeadGroups?: number } = {},
+): readonly ChatMessage[] {
+  const maxGroups = options.maxGroups ?? DEFAULT_SNIP_MAX_GROUPS;
+  const keepHead = options.keepHeadGroups ?? DEFAULT_SNIP_KEEP_HEAD_GROUPS;
+  const groups = validatedGroups(history);
+  if (groups.length <= maxGroups) return Object.freeze([...history]);
+  const keepTail = maxGroups - keepHead - 1;
+  const omitted = groups.length - keepHead - keepTail;
+  return Object.freeze([
+    ...groups.slice(0, keepHead).flat(),
+    systemMessage(`[Compacted: ${omitted} message groups omitted]`),
+    ...groups.slice(groups.length - keepTail).flat(),
+  ]);
+}
+
+/** Every tool result before the last `keepRecentToolGroups` tool groups becomes the placeholder; calls stay. */
+export function microCompactHistory(
+  history: readonly ChatMessage[],
+  options: { readonly keepRecentToolGroups?: number } = {},
+): readonly ChatMessage[] {
+  const keep = options.keepRecentToolGroups ?? DEFAULT_KEEP_RECENT_TOOL_GROUPS;
+  const groups = validatedGroups(history);
+  let toolGroupsLeft = groups.filter(isToolGroup).length - keep;
+  return Object.freeze(
+    groups.flatMap((group) => {
+      if (!isToolGroup(group) || toolGroupsLeft <= 0) return group;
+      toolGroupsLeft -= 1;
+      return group.map((message) =>
+        message.role === "tool" ? toolMessage(MICRO_COMPACT_PLACEHOLDER, message.toolCallId) : message,
+      );
+    }),
+  );
+}
+
+/** The wire shape `adapters/openai-chat.ts` sends, rebuilt here because a feature may not import an adapter. */
+function wireMessage(message: ChatMessage): unknown {
+  switch (message.role) {
+    case "system":
+    case "user":
+      return { role: message.role, content: message.content };
+    case "tool":
+      return { role: "tool", tool_call_id: message.toolCallId, content: message.content };
+    case "assistant":
+      return message.toolCalls.length === 0
+        ? { role: "assistant", content: message.content }
+        : {
+            role: "assistant",
+            content: message.content,
+            tool_calls: message.toolCalls.map((call) => ({
+              id: call.id,
+              type: "function",
+              function: { name: call.name, arguments: call.arguments },
+            })),
+          };
+  }
+}
+
+/** JSON with every object's keys sorted: the same message always gives the same line. */
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${stableJson(item)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** Messages are frozen and never replaced, so each one's line is made once. */
+const lines = new WeakMap<ChatMessage, string>();
+
+function messageLine(message: ChatMessage): string {
+  let line = lines.get(message);
+  if (line === undefined) {
+    line = `${stableJson(wireMessage(message))}\n`;
+    lines.set(message, line);
+  }
+  return line;
+}
+
+/** One line of key-sorted wire JSON per message, each ending in a newline; non-ASCII kept as it is. */
+export function serializeTranscript(history: readonly ChatMessage[]): string {
+  return history.map(messageLine).join("");
+}
+
+export function historyUtf8Bytes(history: readonly ChatMessage[]): number {
+  return history.reduce((sum, message) => sum + Buffer.byteLength(messageLine(message), "utf8"), 0);
+}
+
+/** The same message by identity (the loop's), else by its line. */
+const sameMessage = (a: ChatMessage | undefined, b: ChatMessage | undefined): boolean =>
+  a === b || (a !== undefined && b !== undefined && messageLine(a) === messageLine(b));
+
+function historiesEqual(a: readonly ChatMessage[], b: readonly ChatMessage[]): boolean {
+  return a.length === b.length && historyStartsWith(a, b);
+}
+
+function historyStartsWith(history: readonly ChatMessage[], prefix: readonly ChatMessage[]): boolean {
+  return prefix.length <= history.length && prefix.every((message, index) => sameMessage(message, history[index]));
+}
+
+/** The summary's five fields checked: a summary that is not exactly what was asked for is no summary. */
+export function parseCompactionSummary(text: string): CompactionSummary {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new CompactionError("the summary reply is not one JSON object");
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new CompactionError("the summary reply is not one JSON object");
+  }
+  const fields = value as Record<string, unknown>;
+  const keys = ["current_goal", "files_read_or_changed", "key_findings", "remaining_work", "user_constraints"];
+  if (stableJson(Object.keys(fields).sort()) !== stableJson(keys)) {
+    throw new CompactionError(`the summary must have exactly the keys ${keys.join(", ")}`);
+  }
+  const filled = (item: unknown): item is string => typeof item === "string" && item.trim() !== "";
+  if (!filled(fields.current_goal)) throw new CompactionError("the summary's current_goal is not a non-empty string");
+  for (const key of keys.slice(1)) {
+    const list = fields[key];
+    if (!Array.isArray(list) || !list.every(filled)) {
+      throw new CompactionError(`the summary's ${key} is not a list of non-empty strings`);
+    }
+  }
+  return fields as unknown as CompactionSummary;
+}
+
+/**
+ * The fourth level's model call, through the agent's own model: no tools, the fixed prompt, and the history to
+ * summarize as its JSONL lines in one user message (a tool message needs the tools it answers, and there are none).
+ */
+export class ModelHistorySummarizer implements HistorySummarizer {
+  constructor(private readonly model: ModelClient) {}
+
+  async summarize(history: readonly ChatMessage[]): Promise<CompactionSummary> {
+    const request = Object.freeze({
+      messages: Object.freeze([systemMessage(SUMMARY_SYSTEM_PROMPT), userMessage(serializeTranscript(history))]),
+      tools: Object.freeze([]),
+    });
+    const reply = await this.model.complete(request);
+    if (reply.finishReason !== "stop" || reply.message.toolCalls.length > 0) {
+      throw new CompactionError(`the summary reply ended with ${reply.finishReason}, not a plain stop`);
+    }
+    const content = reply.message.content;
+    if (content === null || content.trim() === "") throw new CompactionError("the summary reply is empty");
+    if (Buffer.byteLength(content, "utf8") > DEFAULT_PROACTIVE_THRESHOLD_BYTES) {
+      throw new CompactionError(`the summary reply is over ${DEFAULT_PROACTIVE_THRESHOLD_BYTES} bytes`);
+    }
+    return parseCompactionSummary(content);
+  }
+}
+
+/**
+ * The book's four levels between the canonical history and a request: large results to disk (once, before the
+ * history holds them), then snip, micro and, only above the byte threshold, a model summary of the request history.
+ */
+export class CompactionManager {
+  readonly #workspace: string;
+  readonly #summarizer: HistorySummarizer;
+  readonly #newId: () => string;
+  readonly #persistThreshold: number;
+  readonly #batchBudget: number;
+  readonly #previewHead: number;
+  readonly #previewTail: number;
+  readonly #keepRecentToolGroups: number;
+  readonly #reactiveTailGroups: number;
+  readonly #proactiveThreshold: number;
+  readonly #snipMaxGroups: number;
+  readonly #snipKeepHeadGroups: number;
+  readonly #maxArtifactBytes: number;
+  readonly #onArtifact: ((notice: ArtifactNotice) => void) | undefined;
+  readonly #onSummary: ((bytesBefore: number, bytesAfter: number) => void) | undefined;
+  #artifactBytes = 0;
+  #preparedSource: readonly ChatMessage[] | undefined;
+  #preparedHistory: readonly ChatMessage[] | undefined;
+
+  constructor(options: CompactionManagerOptions) {
+    const positive = (name: string, value: number | undefined, fallback: number, zero = false): number => {
+      const chosen = value ?? fallback;
+      if (!Number.isSafeInteger(chosen) || chosen < (zero ? 0 : 1)) {
+        throw new RangeError(`${name} must be a ${zero ? "non-negative" : "positive"} integer`);
+      }
+      return chosen;
+    };
+    this.#workspace = options.workspace;
+    this.#summarizer = options.summarizer;
+    this.#newId = options.idGenerator ?? randomUUID;
+    this.#persistThreshold = positive(
+      "persistThresholdBytes",
+      options.persistThresholdBytes,
+      DEFAULT_PERSIST_THRESHOLD_BYTES,
+    );
+    this.#batchBudget = positive("batchBudgetBytes", options.batchBudgetBytes, DEFAULT_BATCH_BUDGET_BYTES);
+    this.#previewHead = positive("previewHeadBytes", options.previewHeadBytes, DEFAULT_PREVIEW_HEAD_BYTES, true);
+    this.#previewTail = positive("previewTailBytes", options.previewTailBytes, DEFAULT_PREVIEW_TAIL_BYTES, true);
+    if (this.#previewHead + this.#previewTail === 0) throw new RangeError("a preview needs a head or a tail");
+    this.#keepRecentToolGroups = positive(
+      "keepRecentToolGroups",
+      options.keepRecentToolGroups,
+      DEFAULT_KEEP_RECENT_TOOL_GROUPS,
+    );
+    this.#reactiveTailGroups = positive("reactiveTailGroups", options.reactiveTailGroups, DEFAULT_REACTIVE_TAIL_GROUPS);
+    this.#proactiveThreshold = positive(
+      "proactiveThresholdBytes",
+      options.proactiveThresholdBytes,
+      DEFAULT_PROACTIVE_THRESHOLD_BYTES,
+    );
+    this.#snipMaxGroups = positive("snipMaxGroups", options.snipMaxGroups, DEFAULT_SNIP_MAX_GROUPS);
+    this.#snipKeepHeadGroups = positive(
+      "snipKeepHeadGroups",
+      options.snipKeepHeadGroups,
+      DEFAULT_SNIP_KEEP_HEAD_GROUPS,
+    );
+    if (this.#snipMaxGroups <= this.#snipKeepHeadGroups + 1) {
+      throw new RangeError("snipMaxGroups must be greater than snipKeepHeadGroups + 1");
+    }
+    this.#maxArtifactBytes = positive("maxArtifactBytes", options.maxArtifactBytes, DEFAULT_MAX_ARTIFACT_BYTES);
+    this.#onArtifact = options.onArtifact;
+    this.#onSummary = options.onSummary;
+  }
+
+  /**
+   * The next request's history from the canonical one: the same array again for the same history, the cached
+   * request history plus what was appended since, else prepared anew; snip, micro, then a summary only above the
+   * threshold, after the canonical history's transcript is on disk.
+   */
+  async prepare(history: readonly ChatMessage[]): Promise<readonly ChatMessage[]> {
+    validatedGroups(history);
+    const source = this.#preparedSource;
+    const cached = this.#preparedHistory;
+    if (source !== undefined && cached !== undefined && historiesEqual(history, source)) return cached;
+    const base =
+      source !== undefined && cached !== undefined && historyStartsWith(history, source)
+        ? [...cached, ...history.slice(source.length)]
+        : history;
+    const snipped = snipCompactHistory(base, {
+      maxGroups: this.#snipMaxGroups,
+      keepHeadGroups: this.#snipKeepHeadGroups,
+    });
+    let prepared = microCompactHistory(snipped, { keepRecentToolGroups: this.#keepRecentToolGroups });
+    const bytes = historyUtf8Bytes(prepared);
+    if (bytes > this.#proactiveThreshold) {
+      prepared = Object.freeze([await this.#summarized(history, prepared)]);
+      this.#onSummary?.(bytes, historyUtf8Bytes(prepared));
+    }
+    this.#preparedSource = Object.freeze([...history]);
+    this.#preparedHistory = prepared;
+    return prepared;
+  }
+
+  /**
+   * One reply's results, whole: each over the threshold to disk, then the largest of the rest (the earlier first on
+   * a tie) until what stays inline fits the batch budget. A saved result's message is its reference and previews,
+   * with its error code kept. Any failure removes this batch's files and throws.
+   */
+  async compactToolResults(
+    results: readonly ToolResult[],
+  ): Promise<{ readonly results: readonly ToolResult[]; readonly artifacts: readonly ArtifactReference[] }> {
+    const bytes = results.map((result) => Buffer.from(result.content, "utf8"));
+    const saved = new Set(
+      bytes.flatMap((content, index) => (content.byteLength > this.#persistThreshold ? [index] : [])),
+    );
+    let inline = bytes.reduce((sum, content, index) => (saved.has(index) ? sum : sum + content.byteLength), 0);
+    const bySize = bytes
+      .map((content, index) => ({ index, size: content.byteLength }))
+      .filter(({ index }) => !saved.has(index))
+      .sort((a, b) => b.size - a.size || a.index - b.index);
+    for (const { index, size } of bySize) {
+      if (inline <= this.#batchBudget) break;
+      saved.add(index);
+      inline -= size;
+    }
+    if (saved.size === 0) return Object.freeze({ results, artifacts: Object.freeze([]) });
+
+    const order = [...saved].sort((a, b) => a - b);
+    const files = await this.#publishAll(
+      order.map((index) => ({ prefix: "tool-result", extension: "txt", bytes: bytes[index] as Buffer })),
+    );
+    const artifacts = order.map((resultIndex, position) =>
+      Object.freeze({
+        resultIndex,
+        relativePath: files[position] as string,
+        originalBytes: (bytes[resultIndex] as Buffer).byteLength,
+      }),
+    );
+    const compacted = [...results];
+    for (const { resultIndex, relativePath } of artifacts) {
+      const result = results[resultIndex] as ToolResult;
+      const content = this.#reference(relativePath, bytes[resultIndex] as Buffer);
+      // A saved error is still an error, with its code: the progress row and the model read it as one.
+      compacted[resultIndex] = Object.freeze(
+        result.isError ? { content, isError: true, errorCode: result.errorCode } : { content, isError: false },
+      );
+    }
+    return Object.freeze({ results: Object.freeze(compacted), artifacts: Object.freeze(artifacts) });
+  }
+
+  /** The canonical transcript of `history` on disk, then `[summary]`, whatever the history's size. */
+  async compactProactively(
+    history: readonly ChatMessage[],
+  ): Promise<{ readonly history: readonly ChatMessage[]; readonly transcript: string }> {
+    validatedGroups(history);
+    const transcript = await this.#writeTranscript(history);
+    const summary = await this.#summaryMessage(history, transcript);
+    return Object.freeze({ history: Object.freeze([summary]), transcript });
+  }
+
+  /**
+   * The recovery a caller may try once after a provider refused a request as too long: the transcript, a summary,
+   * and the last few whole groups. A second try in the same window throws before anything is written.
+   */
+  async compactOnPromptTooLong(
+    history: readonly ChatMessage[],
+    options: { readonly retryCount: number },
+  ): Promise<{ readonly history: readonly ChatMessage[]; readonly transcript: string }> {
+    if (!Number.isSafeInteger(options.retryCount) || options.retryCount < 0) {
+      throw new RangeError("retryCount must be a non-negative integer");
+    }
+    if (options.retryCount > 0) throw new PromptTooLongRetryError("prompt-too-long recovery was already tried once");
+    const groups = validatedGroups(history);
+    const transcript = await this.#writeTranscript(history);
+    const summary = await this.#summaryMessage(history, transcript);
+    const tail = groups.slice(Math.max(0, groups.length - this.#reactiveTailGroups)).flat();
+    return Object.freeze({ history: Object.freeze([summary, ...tail]), transcript });
+  }
+
+  async #summarized(canonical: readonly ChatMessage[], requestHistory: readonly ChatMessage[]): Promise<ChatMessage> {
+    const transcript = await this.#writeTranscript(canonical);
+    return this.#summaryMessage(requestHistory, transcript);
+  }
+
+  /** The one system message a summary becomes: where the transcript is, and the five fields, key-sorted. */
+  async #summaryMessage(history: readonly ChatMessage[], transcript: string): Promise<ChatMessage> {
+    const summary = parseCompactionSummary(JSON.stringify(await this.#summarizer.summarize(history)));
+    const fields = { ...summary, transcript_path: transcript };
+    const message = systemMessage(`${SUMMARY_LEAD}\n${stableJson(fields)}`);
+    if (Buffer.byteLength(message.content, "utf8") > DEFAULT_PROACTIVE_THRESHOLD_BYTES) {
+      throw new CompactionError(`the summary is over ${DEFAULT_PROACTIVE_THRESHOLD_BYTES} bytes`);
+    }
+    return message;
+  }
+
+  async #writeTranscript(history: readonly ChatMessage[]): Promise<string> {
+    const [path] = await this.#publishAll([
+      { prefix: "transcript", extension: "jsonl", bytes: Buffer.from(serializeTranscript(history), "utf8") },
+    ]);
+    return path as string;
+  }
+
+  /** The message that stands for a saved result: where it is, its size, and its first and last bytes. */
+  #reference(relativePath: string, content: Buffer): string {
+    const { head, tail } = previews(content, this.#previewHead, this.#previewTail);
+    return [
+      "<persisted-tool-result>",
+      `path: ${relativePath}`,
+      `original_bytes: ${content.byteLength}`,
+      "The full result is in that file: read_file with limit shows its first lines, and shell can search it.",
+      `head (at most ${this.#previewHead} bytes):`,
+      head,
+      `tail (at most ${this.#previewTail} bytes):`,
+      tail,
+      "</persisted-tool-result>",
+    ].join("\n");
+  }
+
+  /**
+   * Writes each file, in order, into the artifact folder, and returns each one's workspace-relative path by its
+   * index. All or nothing: a failure removes what this call published, says why (without a path) and throws.
+   */
+  async #publishAll(
+    files: readonly { readonly prefix: string; readonly extension: string; readonly bytes: Buffer }[],
+  ): Promise<string[]> {
+    const published: string[] = [];
+    const created: string[] = [];
+    let folder: ArtifactFolder | undefined;
+    try {
+      const total = files.reduce((sum, file) => sum + file.bytes.byteLength, 0);
+      if (this.#artifactBytes + total > this.#maxArtifactBytes) {
+        throw new CompactionError(`artifact quota of ${this.#maxArtifactBytes} bytes reached`);
+      }
+      const names = files.map((file) => `${file.prefix}-${this.#safeId()}.${file.extension}`);
+      folder = ensureSafeDirectory(this.#workspace);
+      for (const [index, file] of files.entries()) {
+        const name = names[index] as string;
+        writeExclusiveAtomic(folder, name, file.bytes);
+        created.push(name);
+        published.push([...ARTIFACT_FOLDERS, name].join("/"));
+      }
+      folder.confirm();
+      this.#artifactBytes += total;
+    } catch (error) {
+      const cleaned = folder === undefined || removeCreatedArtifacts(folder, created);
+      folder?.close();
+      const reason = failureReason(error);
+      this.#onArtifact?.({
+        type: "failed",
+        reason: cleaned ? reason : `${reason}; and this batch's files could not all be removed`,
+      });
+      throw error instanceof CompactionError ? error : new CompactionError(reason, { cause: error });
+    }
+    folder.close();
+    for (const [index, file] of files.entries()) {
+      this.#onArtifact?.({ type: "published", relativePath: published[index] as string, bytes: file.bytes.byteLength });
+    }
+    return published;
+  }
+
+  #safeId(): string {
+    let id: unknown;
+    try {
+      id = this.#newId();
+    } catch (error) {
+      throw new ArtifactPathError("artifact id could not be made", { cause: error });
+    }
+    if (typeof id !== "string" || id.length > MAX_ID_LENGTH || !ID_PATTERN.test(id)) {
+      throw new ArtifactPathError("artifact id is not a safe name");
+    }
+    return id;
+  }
+}
+
+/** At most `headBytes` from the start and `tailBytes` from the end, cut only between characters, never twice. */
+function previews(content: Buffer, headBytes: number, tailBytes: number): { head: string; tail: string } {
+  const continues = (index: number): boolean =>
+    index < content.byteLength && ((content[index] as number) & 0xc0) === 0x80;
+  let headEnd = Math.min(headBytes, content.byteLength);
+  while (headEnd > 0 && continues(headEnd)) headEnd -= 1;
+  let tailStart = Math.max(headEnd, content.byteLength - tailBytes);
+  while (continues(tailStart)) tailStart += 1;
+  return {
+    head: content.subarray(0, headEnd).toString("utf8"),
+    tail: content.subarray(tailStart).toString("utf8"),
+  };
+}
+
+/** The artifact folder, held open: every name in it is reached through it, never through a path that could move. */
+interface ArtifactFolder {
+  /** A name inside the folder, as the kernel reaches it from the open folder (Linux) or by its checked path. */
+  entry(name: string): string;
+  /** Throws ArtifactPathError unless it is still the folder that was opened, inside the workspace. */
+  confirm(): void;
+  /** Best effort: the folder's entries on disk, so a published name survives a crash. */
+  sync(): void;
+  close(): void;
+}
+
+/**
+ * `.agent_tutorial/artifacts` under the workspace, each level opened or made inside the one before, never through a
+ * link; anything else there (a link, even to a folder inside, a file, a FIFO, a folder outside) is refused.
+ */
+function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAccess()): ArtifactFolder {
+  let current: Folder;
+  try {
+    current = access.openWorkspace(workspace);
+  } catch (error) {
+    throw new ArtifactPathError("the workspace folder is no longer where it was", { cause: error });
+  }
+  try {
+    for (const name of ARTIFACT_FOLDERS) {
+      let next = access.openSubfolder(current, name);
+      const made = next === "missing" && access.makeSubfolder(current, name);
+      if (next === "missing") next = access.openSubfolder(current, name);
+      if (typeof next === "string" || !next.inside) {
+        if (typeof next !== "string") access.close(next);
+        throw new ArtifactPathError("artifact folder is a link or not a folder");
+      }
+      // Only its owner may list what the runtime saved there (tool output may hold secrets).
+      if (made) chmodQuietly(next);
+      access.close(current);
+      current = next;
+    }
+  } catch (error) {
+    access.close(current);
+    throw error instanceof ArtifactPathError
+      ? error
+      : new ArtifactPathError("artifact folder is a link or not a folder", { cause: error });
+  }
+  const folder = current;
+  return {
+    entry: (name) => (folder.fd === undefined ? join(folder.path, name) : `/proc/self/fd/${folder.fd}/${name}`),
+    confirm() {
+      try {
+        access.confirm(folder);
+      } catch (error) {
+        throw new ArtifactPathError("artifact folder moved while it was written", { cause: error });
+      }
+    },
+    sync() {
+      if (folder.fd === undefined) return;
+      try {
+        fsyncSync(folder.fd);
+      } catch {
+        // Some file systems cannot sync a folder; the file itself was synced before it was published.
+      }
+    },
+    close: () => access.close(folder),
+  };
+}
+
+const WRITE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0);
+
+/**
+ * `name` appears only whole: the bytes go to a new temporary file (never an existing one, never through a link),
+ * synced, then hard-linked to `name` (an existing `name` is a conflict, never overwritten). The temporary name is
+ * removed before this returns, so the published file has one name, as read_file requires.
+ */
+function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes: Buffer): void {
+  folder.confirm();
+  const temp = folder.entry(`.${name}.${randomBytes(6).toString("hex")}.tmp`);
+  const target = folder.entry(name);
+  const fd = openSync(temp, WRITE_NEW, 0o600);
+  try {
+    try {
+      for (let offset = 0; offset < bytes.byteLength;) offset += writeSync(fd, bytes, offset);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    try {
+      linkSync(temp, target);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EEXIST") {
+        throw new ArtifactConflictError("artifact id already exists", { cause: error });
+      }
+      throw error;
+    }
+  } catch (error) {
+    removeQuietly(temp);
+    throw error;
+  }
+  try {
+    unlinkSync(temp);
+  } catch (error) {
+    // A file with two names is one read_file refuses: it is not published at all.
+    removeQuietly(target);
+    throw error;
+  }
+  folder.sync();
+}
+
+function chmodQuietly(folder: Folder): void {
+  try {
+    if (folder.fd === undefined) chmodSync(folder.path, 0o700);
+    else fchmodSync(folder.fd, 0o700);
+  } catch {
+    // Windows has no such mode; the folder is still the user's own.
+  }
+}
+
+/** Removes the files this batch published; false when one of them could not be removed. */
+function removeCreatedArtifacts(folder: ArtifactFolder, names: readonly string[]): boolean {
+  return names.map((name) => removeQuietly(folder.entry(name))).every(Boolean);
+}
+
+function removeQuietly(path: string): boolean {
+  try {
+    unlinkSync(path);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ENOENT";
+  }
+}
+
+/** Why a write failed, in words that name no path: the CLI prints it as it is. */
+function failureReason(error: unknown): string {
+  if (error instanceof CompactionError) return error.message;
+  switch ((error as NodeJS.ErrnoException).code) {
+    case "ENOSPC":
+    case "EDQUOT":
+      return "the disk is full";
+    case "EROFS":
+      return "the disk is read-only";
+    case "EACCES":
+    case "EPERM":
+      return "the artifact folder is not writable";
+    case "EEXIST":
+      return "artifact id already exists";
+    default:
+      return "the artifact could not be written";
+  }
+}
