@@ -157,7 +157,11 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const replayed =
       turns === undefined
         ? createModel(options, io, base, terminal)
-        : replayModel(turns.turns, { cutShort: turns.cutShort, subagentTurns: turns.subagentTurns });
+        : replayModel(turns.turns, {
+            cutShort: turns.cutShort,
+            subagentTurns: turns.subagentTurns,
+            summaryTurns: turns.summaryTurns,
+          });
     // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
     const shown =
       demo === undefined || options.quiet
@@ -196,6 +200,19 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
       onSubagentFailure: (error) => {
         terminal.clearStatus();
         inRows(terminal, `${SUBAGENT_LEAD}运行失败: `, oneLine(error instanceof Error ? error.message : String(error)));
+      },
+      // Files the runtime wrote into the workspace unasked, and each summary: said with --quiet too.
+      onArtifact: (notice) => {
+        terminal.clearStatus();
+        terminal.line(
+          notice.type === "published"
+            ? `[Artifact] ${oneLine(notice.relativePath)} (${notice.bytes} bytes)`
+            : `[Artifact] failed: ${oneLine(notice.reason)}`,
+        );
+      },
+      onSummary: (before, after) => {
+        terminal.clearStatus();
+        terminal.line(`[Compaction] request history summarized: ${before} -> ${after} bytes`);
       },
     });
     stopOnSignals = exitOnSignals(terminal);

@@ -86,8 +86,8 @@ export async function writeTranscript(path: string, transcript: Transcript): Pro
         }),
   );
   const replies = transcript.replies;
-  // Only when a subagent ran: a run without one is recorded exactly as before.
-  const moreReplies = replies !== undefined && replies.some((reply) => reply.agent === "subagent");
+  // Only when a subagent ran or a summary was made: a run without either is recorded exactly as before.
+  const moreReplies = replies !== undefined && replies.some((reply) => reply.agent !== "parent");
   const wire = {
     chapter: transcript.chapter,
     messages: transcript.messages.map(toOpenAIMessage),
@@ -137,6 +137,7 @@ export async function readTranscript(path: string | URL): Promise<Transcript> {
 export function replayedTurns(transcript: Transcript): {
   readonly turns: readonly ChatMessage[];
   readonly subagentTurns: readonly AssistantMessage[];
+  readonly summaryTurns: readonly AssistantMessage[];
   readonly cutShort: ReadonlyMap<AssistantMessage, FinishReason>;
 } {
   const turns = replayedMessages(transcript);
@@ -151,6 +152,7 @@ export function replayedTurns(transcript: Transcript): {
   return {
     turns: [...turns, ...cutParent],
     subagentTurns: replies.filter((reply) => reply.agent === "subagent").map((reply) => reply.message),
+    summaryTurns: replies.filter((reply) => reply.agent === "summarizer").map((reply) => reply.message),
     cutShort,
   };
 }
@@ -204,7 +206,7 @@ function toWireReply(reply: RecordedReply): Record<string, unknown> {
 }
 
 /**
- * `replies`: assistant messages, each with `agent` (`parent` or `subagent`) and an optional `finish_reason` of
+ * `replies`: assistant messages, each with `agent` (`parent`, `subagent` or `summarizer`) and an optional `finish_reason` of
  * `length` or `content_filter`. The parent's entries are exactly the assistant turns of `messages`, in order (and
  * at most one more, cut short, at their end): a replay never answers the run with a reply its history does not show.
  */
@@ -220,8 +222,8 @@ function toReplies(value: unknown, messages: readonly ChatMessage[], path: strin
     const fields = (typeof entry === "object" && entry !== null ? entry : {}) as Record<string, unknown>;
     if (fields.role !== "assistant") throw new ConfigurationError(`${where}.role must be assistant`);
     const agent = fields.agent;
-    if (agent !== "parent" && agent !== "subagent") {
-      throw new ConfigurationError(`${where}.agent must be parent or subagent`);
+    if (agent !== "parent" && agent !== "subagent" && agent !== "summarizer") {
+      throw new ConfigurationError(`${where}.agent must be parent, subagent or summarizer`);
     }
     const read = toMessage(fields, where) as AssistantMessage;
     const reason = fields.finish_reason;

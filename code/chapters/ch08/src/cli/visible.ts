@@ -56,6 +56,9 @@ export const CLI_LINE_STARTS: readonly string[] = [
   "子 Agent",
   "[Permission]",
   "[Hook]",
+  // Chapter 8: files the runtime saved, and request history summaries.
+  "[Artifact]",
+  "[Compaction]",
   "工具调用需要批准",
   "原因:",
   "原因：",
