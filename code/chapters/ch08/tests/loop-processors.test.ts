@@ -376,7 +376,10 @@ describe("rule 9: a broken processor turns the whole batch into one stable error
     ["a shorter array", (results) => Promise.resolve(results.slice(1))],
     ["an empty array", () => Promise.resolve([])],
     ["a longer array", (results) => Promise.resolve([...results, toolSuccess("extra")])],
-    ["a non-array", (results) => Promise.resolve({ ...results })],
+    [
+      "an array-like object",
+      (results) => Promise.resolve({ ...Object.fromEntries(results.entries()), length: results.length }),
+    ],
     ["undefined", () => Promise.resolve(undefined)],
     ["a string", () => Promise.resolve("processed")],
     ["an item without content", (results) => Promise.resolve([results[0], { isError: false }, results[2]])],
@@ -569,14 +572,14 @@ describe("the history processor shapes the request, never the canonical history"
     const model = new ScriptedModel([toolTurn(echo("c1", "a")), toolTurn(echo("c2", "b")), textTurn("done")]);
     const received: { snapshot: readonly ChatMessage[]; frozen: boolean; equalsRunner: boolean }[] = [];
     const { counts, observer } = countingObserver();
-    let runnerRef: AgentRunner | undefined;
+    const built: { runner?: AgentRunner } = {};
     const { runner } = setUp(model, {
       toolRoundObserver: observer,
       historyProcessor: (history) => {
         received.push({
           snapshot: history,
           frozen: Object.isFrozen(history),
-          equalsRunner: JSON.stringify(history) === JSON.stringify(runnerRef?.history),
+          equalsRunner: JSON.stringify(history) === JSON.stringify(built.runner?.history),
         });
         // Keep the user's messages only, under a marker: a shorter, still paired, request history.
         return Promise.resolve([
@@ -585,7 +588,7 @@ describe("the history processor shapes the request, never the canonical history"
         ]);
       },
     });
-    runnerRef = runner;
+    built.runner = runner;
 
     const result = await runner.run("go");
 
