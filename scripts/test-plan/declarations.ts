@@ -30,6 +30,8 @@ export const DECLARATIONS: Readonly<Record<string, TestDeclaration>> = {
   "tests/ch06-subagents.test.ts": { reads: ["demo/**"], spawns: [ENTRIES] },
   // Replays chapter 7's walkthrough (its workspace gets demo/skills), and starts the ch07 entry.
   "tests/ch07-skills.test.ts": { reads: ["demo/**"], spawns: [ENTRIES] },
+  // Replays chapter 8's walkthrough in this process.
+  "tests/ch08-compaction.test.ts": { reads: ["demo/**"] },
   "tests/cli.test.ts": { spawns: [ENTRIES] },
   "tests/demo.test.ts": { reads: ["demo/**", "src/**"], spawns: [ENTRIES] },
   "tests/hostile-corpus.test.ts": { reads: ["tests/fixtures/hostile-calls.json"] },

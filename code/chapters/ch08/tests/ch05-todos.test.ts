@@ -861,11 +861,11 @@ describe("rule 18: the entries", () => {
     expect(help.stdout.split("\n")[0]).toBe("用法: npm run ch05 -- --prompt <text> [选项]");
   });
 
-  it("the unified entry knows chapters 1 to 7: --chapter 8 exits 1 and names them", async () => {
-    expect(await unified(["run", "--chapter", "8", "--prompt", "x"], {})).toEqual({
+  it("the unified entry knows chapters 1 to 8: --chapter 9 exits 1 and names them", async () => {
+    expect(await unified(["run", "--chapter", "9", "--prompt", "x"], {})).toEqual({
       code: 1,
       stdout: "",
-      stderr: "运行失败: No profile for chapter 8; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7\n",
+      stderr: "运行失败: No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7, 8\n",
     });
     const help = await unified(["--help"], {});
     expect(help.stdout.split("\n")[0]).toBe(

@@ -185,8 +185,8 @@ describe("runCli arguments", () => {
     ["an option given twice", [...RUN, "-p", "a", "--prompt", "b"], "运行失败: Argument given twice: --prompt"],
     [
       "a chapter this snapshot does not have",
-      ["run", "--chapter", "8", "--prompt", "hi"],
-      "运行失败: No profile for chapter 8; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7",
+      ["run", "--chapter", "9", "--prompt", "hi"],
+      "运行失败: No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
     ],
     [
       "a chapter that is not a number",
