@@ -1,0 +1,1317 @@
+import { execFileSync } from "node:child_process";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { mkdtemp, realpath, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { toOpenAIMessage } from "../src/adapters/openai-chat.js";
+import {
+  assistantMessage,
+  MessageContractError,
+  systemMessage,
+  toolCall,
+  toolMessage,
+  userMessage,
+  validateToolPairing,
+  type ChatMessage,
+} from "../src/core/messages.js";
+import type { ModelReply } from "../src/core/model.js";
+import { toolError, toolSuccess } from "../src/core/tools.js";
+import {
+  ArtifactConflictError,
+  ArtifactPathError,
+  CompactionError,
+  CompactionManager,
+  DEFAULT_BATCH_BUDGET_BYTES,
+  DEFAULT_KEEP_RECENT_TOOL_GROUPS,
+  DEFAULT_MAX_ARTIFACT_BYTES,
+  DEFAULT_PERSIST_THRESHOLD_BYTES,
+  DEFAULT_PREVIEW_HEAD_BYTES,
+  DEFAULT_PREVIEW_TAIL_BYTES,
+  DEFAULT_PROACTIVE_THRESHOLD_BYTES,
+  DEFAULT_REACTIVE_TAIL_GROUPS,
+  DEFAULT_SNIP_KEEP_HEAD_GROUPS,
+  DEFAULT_SNIP_MAX_GROUPS,
+  historyUtf8Bytes,
+  MICRO_COMPACT_PLACEHOLDER,
+  microCompactHistory,
+  ModelHistorySummarizer,
+  parseCompactionSummary,
+  PromptTooLongRetryError,
+  serializeTranscript,
+  snipCompactHistory,
+  SUMMARY_SYSTEM_PROMPT,
+  type ArtifactNotice,
+  type CompactionManagerOptions,
+  type CompactionSummary,
+  type HistorySummarizer,
+} from "../src/features/compaction.js";
+import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
+
+// The four levels of features/compaction.ts on their own, against a real temporary workspace: persisted results
+// and their references, snip, micro, the summary with its canonical transcript, the cache, and the artifact
+// folder's refusals. A counting fake summarizer and an injected id generator keep every file name known.
+
+const POSIX = process.platform !== "win32";
+const ARTIFACTS = ".agent_tutorial/artifacts";
+const LEAD = "Earlier messages were replaced by this summary; the full transcript is at transcript_path.";
+const FOLDER_REFUSED = "artifact folder is a link or not a folder";
+const GUIDANCE =
+  "The full result is in that file: read_file with limit shows its first lines, and shell can search it.";
+
+const SUMMARY: CompactionSummary = Object.freeze({
+  current_goal: "Summarize the Markdown files",
+  key_findings: ["README.md explains the demo", "日志很长"],
+  files_read_or_changed: ["README.md"],
+  remaining_work: [],
+  user_constraints: ["Answer in Chinese"],
+});
+
+let base: string;
+let workspace: string;
+let outside: string;
+
+beforeEach(async () => {
+  // Real paths: the manager works under the workspace's real path, and /tmp may itself be a link (macOS).
+  base = await realpath(await mkdtemp(join(tmpdir(), "compaction-test-")));
+  workspace = join(base, "ws");
+  outside = join(base, "outside");
+  mkdirSync(workspace);
+  mkdirSync(outside);
+});
+
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+/** A summarizer that counts its calls, keeps each history it was given, and can look at the disk when called. */
+class CountingSummarizer implements HistorySummarizer {
+  readonly inputs: (readonly ChatMessage[])[] = [];
+  constructor(
+    private readonly reply: () => CompactionSummary = () => SUMMARY,
+    private readonly onCall: () => void = () => undefined,
+  ) {}
+
+  get calls(): number {
+    return this.inputs.length;
+  }
+
+  summarize(history: readonly ChatMessage[]): Promise<CompactionSummary> {
+    this.inputs.push(history);
+    this.onCall();
+    try {
+      return Promise.resolve(this.reply());
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+}
+
+/** `id-1`, `id-2`, … : every file name a test expects is known before it is written. */
+function counter(prefix = "id"): () => string {
+  let next = 0;
+  return () => {
+    next += 1;
+    return `${prefix}-${next}`;
+  };
+}
+
+interface Fixture {
+  manager: CompactionManager;
+  summarizer: CountingSummarizer;
+  notices: ArtifactNotice[];
+}
+
+function fixture(options: Partial<CompactionManagerOptions> = {}, summarizer = new CountingSummarizer()): Fixture {
+  const notices: ArtifactNotice[] = [];
+  const manager = new CompactionManager({
+    workspace,
+    summarizer,
+    idGenerator: counter(),
+    onArtifact: (notice) => notices.push(notice),
+    ...options,
+  });
+  return { manager, summarizer, notices };
+}
+
+const artifactsDir = (): string => join(workspace, ".agent_tutorial", "artifacts");
+const listing = (): string[] => (existsSync(artifactsDir()) ? readdirSync(artifactsDir()).sort() : []);
+const fileText = (relative: string): string => readFileSync(join(workspace, relative), "utf8");
+/** Every name anywhere under `root`, so "nothing written outside" is a listing that stays empty. */
+function tree(root: string): string[] {
+  return readdirSync(root, { recursive: true, encoding: "utf8" }).sort();
+}
+
+/** `[class name, message]` of what `promise` rejected with, or undefined when it resolved. */
+async function rejection(promise: Promise<unknown>): Promise<[string, string] | undefined> {
+  try {
+    await promise;
+  } catch (error) {
+    return error instanceof Error ? [error.constructor.name, error.message] : ["non-error", String(error)];
+  }
+  return undefined;
+}
+
+function thrown(action: () => unknown): [string, string] | undefined {
+  try {
+    action();
+  } catch (error) {
+    return error instanceof Error ? [error.constructor.name, error.message] : ["non-error", String(error)];
+  }
+  return undefined;
+}
+
+/** The summary message the manager builds: the lead line, then the five fields and the path, keys sorted. */
+function summaryText(transcript: string, summary: CompactionSummary = SUMMARY): string {
+  const fields = {
+    current_goal: summary.current_goal,
+    files_read_or_changed: summary.files_read_or_changed,
+    key_findings: summary.key_findings,
+    remaining_work: summary.remaining_work,
+    transcript_path: transcript,
+    user_constraints: summary.user_constraints,
+  };
+  return `${LEAD}\n${JSON.stringify(fields)}`;
+}
+
+/** The reference a saved result becomes, with the default preview labels. */
+function reference(path: string, bytes: number, head: string, tail: string, headMax = 2000, tailMax = 2000): string {
+  return [
+    "<persisted-tool-result>",
+    `path: ${path}`,
+    `original_bytes: ${bytes}`,
+    GUIDANCE,
+    `head (at most ${headMax} bytes):`,
+    head,
+    `tail (at most ${tailMax} bytes):`,
+    tail,
+    "</persisted-tool-result>",
+  ].join("\n");
+}
+
+/** A tool group: one assistant message with `ids.length` calls and their results, in call order. */
+function toolGroup(ids: readonly string[], content: (id: string) => string = (id) => `result ${id}`): ChatMessage[] {
+  return [
+    assistantMessage(
+      null,
+      ids.map((id) => toolCall(id, "read_file", JSON.stringify({ path: `${id}.md` }))),
+    ),
+    ...ids.map((id) => toolMessage(content(id), id)),
+  ];
+}
+
+/** Groups as lists: every third one a tool group with three calls, the others one user message. */
+function mixedGroups(count: number): ChatMessage[][] {
+  return Array.from({ length: count }, (_, index) =>
+    index % 3 === 0 ? toolGroup([`g${index}-a`, `g${index}-b`, `g${index}-c`]) : [userMessage(`message ${index}`)],
+  );
+}
+
+/** Keys sorted at every level, as the transcript must have them; independent of the implementation's copy. */
+function sortedJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(sortedJson).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((key) => `${JSON.stringify(key)}:${sortedJson((value as Record<string, unknown>)[key])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+function keysSortedEverywhere(value: unknown): boolean {
+  if (Array.isArray(value)) return value.every(keysSortedEverywhere);
+  if (typeof value !== "object" || value === null) return true;
+  const keys = Object.keys(value);
+  const sorted = [...keys].sort();
+  return (
+    keys.every((key, index) => key === sorted[index]) &&
+    Object.values(value).every((item: unknown) => keysSortedEverywhere(item))
+  );
+}
+
+const ascii = (bytes: number, char = "a"): string => char.repeat(bytes);
+
+describe("constants", () => {
+  it("are the book's numbers, with a 256 MiB artifact quota", () => {
+    expect([
+      DEFAULT_PERSIST_THRESHOLD_BYTES,
+      DEFAULT_BATCH_BUDGET_BYTES,
+      DEFAULT_PREVIEW_HEAD_BYTES,
+      DEFAULT_PREVIEW_TAIL_BYTES,
+      DEFAULT_KEEP_RECENT_TOOL_GROUPS,
+      DEFAULT_REACTIVE_TAIL_GROUPS,
+      DEFAULT_PROACTIVE_THRESHOLD_BYTES,
+      DEFAULT_SNIP_MAX_GROUPS,
+      DEFAULT_SNIP_KEEP_HEAD_GROUPS,
+      DEFAULT_MAX_ARTIFACT_BYTES,
+    ]).toEqual([30_000, 200_000, 2_000, 2_000, 3, 5, 50_000, 50, 3, 268_435_456]);
+    expect(MICRO_COMPACT_PLACEHOLDER).toBe("[Earlier tool result compacted. Re-run if needed.]");
+    expect(SUMMARY_SYSTEM_PROMPT).toBe(
+      "Summarize the conversation below so the work can continue from the summary alone. Reply with one JSON " +
+        "object and nothing else: no code fence and no tool call. It has exactly these keys: current_goal (a " +
+        "non-empty string), key_findings, files_read_or_changed, remaining_work and user_constraints (each an " +
+        "array of non-empty strings).",
+    );
+  });
+});
+
+describe("persisted tool results (rules 2–6)", () => {
+  it("keeps a result of exactly 30,000 bytes inline and persists one of 30,001 bytes", async () => {
+    const { manager, notices } = fixture();
+    const results = [toolSuccess(ascii(30_000)), toolSuccess(ascii(30_001, "b"))];
+    const out = await manager.compactToolResults(results);
+    expect(out.artifacts).toEqual([
+      { resultIndex: 1, relativePath: `${ARTIFACTS}/tool-result-id-1.txt`, originalBytes: 30_001 },
+    ]);
+    expect(out.results[0]).toBe(results[0]);
+    expect(out.results[1]).toEqual({
+      content: reference(`${ARTIFACTS}/tool-result-id-1.txt`, 30_001, ascii(2000, "b"), ascii(2000, "b")),
+      isError: false,
+    });
+    expect(listing()).toEqual(["tool-result-id-1.txt"]);
+    expect(notices).toEqual([{ type: "published", relativePath: `${ARTIFACTS}/tool-result-id-1.txt`, bytes: 30_001 }]);
+  });
+
+  it("measures UTF-8 bytes, not length: 10,001 CJK characters are persisted and 29,999 ASCII bytes are not", async () => {
+    const { manager } = fixture();
+    const cjk = "中".repeat(10_001);
+    const out = await manager.compactToolResults([toolSuccess(cjk), toolSuccess(ascii(29_999))]);
+    expect(out.artifacts).toEqual([
+      { resultIndex: 0, relativePath: `${ARTIFACTS}/tool-result-id-1.txt`, originalBytes: 30_003 },
+    ]);
+    expect(out.results[1]?.content).toBe(ascii(29_999));
+  });
+
+  it("creates no folder when nothing is persisted and returns the very same results", async () => {
+    const { manager, notices } = fixture();
+    const results = [toolSuccess("small"), toolError("not_found", "File not found")];
+    const out = await manager.compactToolResults(results);
+    expect(out.results).toBe(results);
+    expect(out.artifacts).toEqual([]);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+    expect(notices).toEqual([]);
+  });
+
+  it("persists the largest of the rest, earlier first on a tie, until the inline total is at most 200,000", async () => {
+    const { manager } = fixture();
+    // Seven results of 29,000 bytes are 203,000: only the first is persisted, leaving 174,000 inline.
+    const seven = Array.from({ length: 7 }, (_, index) => toolSuccess(ascii(29_000, String(index))));
+    const out = await manager.compactToolResults(seven);
+    expect(out.artifacts.map((artifact) => artifact.resultIndex)).toEqual([0]);
+    const inline = out.results.slice(1).reduce((sum, result) => sum + Buffer.byteLength(result.content), 0);
+    expect(inline).toBe(174_000);
+
+    // Largest first: 20,000 + 7 × 29,999 = 229,993; the first of the 29,999-byte ties goes, leaving 199,994.
+    const mixed = [toolSuccess(ascii(20_000)), ...Array.from({ length: 7 }, () => toolSuccess(ascii(29_999)))];
+    const second = await manager.compactToolResults(mixed);
+    expect(second.artifacts.map((artifact) => artifact.resultIndex)).toEqual([1]);
+
+    // Eight of 29,000 are 232,000: two go (203,000 is still over), in call order.
+    const eight = Array.from({ length: 8 }, () => toolSuccess(ascii(29_000)));
+    const third = await manager.compactToolResults(eight);
+    expect(third.artifacts).toEqual([
+      { resultIndex: 0, relativePath: `${ARTIFACTS}/tool-result-id-3.txt`, originalBytes: 29_000 },
+      { resultIndex: 1, relativePath: `${ARTIFACTS}/tool-result-id-4.txt`, originalBytes: 29_000 },
+    ]);
+  });
+
+  it("persists nothing more when the inline total is exactly 200,000, and does not count results already saved", async () => {
+    const { manager } = fixture();
+    const exact = [...Array.from({ length: 6 }, () => toolSuccess(ascii(29_000))), toolSuccess(ascii(26_000))];
+    const out = await manager.compactToolResults(exact);
+    expect(out.artifacts).toEqual([]);
+    expect(out.results).toBe(exact);
+
+    // 40,000 goes by the threshold; the remaining 200,000 then fit.
+    const withLarge = [toolSuccess(ascii(40_000)), ...exact];
+    const second = await manager.compactToolResults(withLarge);
+    expect(second.artifacts.map((artifact) => artifact.resultIndex)).toEqual([0]);
+  });
+
+  it("writes the exact UTF-8 bytes of the content with a workspace-relative / path", async () => {
+    const { manager } = fixture({ idGenerator: () => "0a1b2c3d-4e5f-6789-abcd-ef0123456789" });
+    const content = `第一行 ${"données ".repeat(5000)}\r\n\u0000end`;
+    const out = await manager.compactToolResults([toolSuccess(content)]);
+    const [artifact] = out.artifacts;
+    expect(artifact?.relativePath).toMatch(/^\.agent_tutorial\/artifacts\/tool-result-[a-z0-9-]+\.txt$/);
+    expect(artifact?.relativePath).toBe(`${ARTIFACTS}/tool-result-0a1b2c3d-4e5f-6789-abcd-ef0123456789.txt`);
+    const bytes = readFileSync(join(workspace, artifact?.relativePath ?? "missing"));
+    expect(bytes.equals(Buffer.from(content, "utf8"))).toBe(true);
+    expect(artifact?.originalBytes).toBe(Buffer.byteLength(content, "utf8"));
+  });
+
+  it("writes lone surrogates as U+FFFD and counts 3 bytes for each", async () => {
+    const { manager } = fixture({ persistThresholdBytes: 10 });
+    const content = `a${"\uD800".repeat(10)}b\uDC00`;
+    const out = await manager.compactToolResults([toolSuccess(content)]);
+    // a + 10 × 3 + b + 3 = 35 bytes.
+    expect(out.artifacts).toEqual([
+      { resultIndex: 0, relativePath: `${ARTIFACTS}/tool-result-id-1.txt`, originalBytes: 35 },
+    ]);
+    const bytes = readFileSync(join(artifactsDir(), "tool-result-id-1.txt"));
+    expect(bytes.equals(Buffer.from(content, "utf8"))).toBe(true);
+    expect(bytes.toString("utf8")).toBe(`a${"\uFFFD".repeat(10)}b\uFFFD`);
+    expect(out.results[0]?.content).toContain("original_bytes: 35\n");
+  });
+
+  it("cuts previews between characters: 60,000 bytes of CJK give a head and a tail of 666 characters", async () => {
+    const { manager } = fixture();
+    const content = "汉".repeat(20_000);
+    const out = await manager.compactToolResults([toolSuccess(content)]);
+    const head = "汉".repeat(666);
+    expect(out.results[0]?.content).toBe(reference(`${ARTIFACTS}/tool-result-id-1.txt`, 60_000, head, head));
+    expect(out.results[0]?.content).not.toContain("\uFFFD");
+  });
+
+  it("starts the tail where the head ended when the content is at most head + tail, so nothing appears twice", async () => {
+    const { manager } = fixture({ persistThresholdBytes: 100 });
+    const content = `${ascii(2000, "h")}${ascii(1000, "t")}`;
+    const out = await manager.compactToolResults([toolSuccess(content)]);
+    expect(out.results[0]?.content).toBe(
+      reference(`${ARTIFACTS}/tool-result-id-1.txt`, 3000, ascii(2000, "h"), ascii(1000, "t")),
+    );
+  });
+
+  it("labels the previews with the configured limits", async () => {
+    const { manager } = fixture({ persistThresholdBytes: 10, previewHeadBytes: 4, previewTailBytes: 0 });
+    const out = await manager.compactToolResults([toolSuccess("0123456789abcdef")]);
+    expect(out.results[0]?.content).toBe(reference(`${ARTIFACTS}/tool-result-id-1.txt`, 16, "0123", "", 4, 0));
+  });
+
+  it("keeps isError and the errorCode of a persisted error result", async () => {
+    const { manager } = fixture({ persistThresholdBytes: 20 });
+    const failed = toolError("command_failed", "x".repeat(100));
+    const out = await manager.compactToolResults([failed, toolSuccess("ok")]);
+    expect(out.results[0]).toEqual({
+      content: reference(`${ARTIFACTS}/tool-result-id-1.txt`, 124, failed.content, ""),
+      isError: true,
+      errorCode: "command_failed",
+    });
+    expect(out.results[1]).toEqual({ content: "ok", isError: false });
+  });
+});
+
+describe("message groups, snip and micro (rules 11–14)", () => {
+  it("counts a plain message as one group and a call with all its results as one group", () => {
+    const history = [userMessage("start"), ...toolGroup(["a", "b", "c"]), assistantMessage("done"), userMessage("go")];
+    // Seven messages, four groups: a limit of four changes nothing.
+    expect(snipCompactHistory(history, { maxGroups: 4, keepHeadGroups: 1 })).toEqual(history);
+    expect(snipCompactHistory(history, { maxGroups: 3, keepHeadGroups: 1 })).toEqual([
+      userMessage("start"),
+      systemMessage("[Compacted: 2 message groups omitted]"),
+      userMessage("go"),
+    ]);
+    // Keeping two at the head keeps the whole three-call group, never part of it.
+    expect(snipCompactHistory(history, { maxGroups: 4, keepHeadGroups: 2 })).toEqual(history);
+    expect(snipCompactHistory([...history, userMessage("more")], { maxGroups: 4, keepHeadGroups: 2 })).toEqual([
+      userMessage("start"),
+      ...toolGroup(["a", "b", "c"]),
+      systemMessage("[Compacted: 2 message groups omitted]"),
+      userMessage("more"),
+    ]);
+  });
+
+  it("leaves a history of 50 groups unchanged", () => {
+    const history = mixedGroups(50).flat();
+    expect(snipCompactHistory(history)).toEqual(history);
+  });
+
+  it("keeps the first 3 groups, a marker of G − 49 omitted groups and the last 46 groups above 50", () => {
+    const groups = mixedGroups(60);
+    const snipped = snipCompactHistory(groups.flat());
+    expect(snipped).toEqual([
+      ...groups.slice(0, 3).flat(),
+      systemMessage("[Compacted: 11 message groups omitted]"),
+      ...groups.slice(14).flat(),
+    ]);
+    validateToolPairing(snipped);
+
+    const fiftyOne = mixedGroups(51);
+    expect(snipCompactHistory(fiftyOne.flat())).toEqual([
+      ...fiftyOne.slice(0, 3).flat(),
+      systemMessage("[Compacted: 2 message groups omitted]"),
+      ...fiftyOne.slice(5).flat(),
+    ]);
+  });
+
+  it("replaces every tool result before the last 3 tool groups, whatever its size, and keeps calls and ids", () => {
+    const groups = [
+      [userMessage("read five files")],
+      toolGroup(["t1"], () => "ok"),
+      toolGroup(["t2a", "t2b"], () => "x".repeat(5000)),
+      [assistantMessage("halfway")],
+      toolGroup(["t3"]),
+      toolGroup(["t4"]),
+      toolGroup(["t5a", "t5b"]),
+      [assistantMessage("done")],
+    ];
+    const history = groups.flat();
+    const micro = microCompactHistory(history);
+    expect(micro).toEqual([
+      userMessage("read five files"),
+      history[1],
+      toolMessage(MICRO_COMPACT_PLACEHOLDER, "t1"),
+      history[3],
+      toolMessage(MICRO_COMPACT_PLACEHOLDER, "t2a"),
+      toolMessage(MICRO_COMPACT_PLACEHOLDER, "t2b"),
+      ...groups.slice(3).flat(),
+    ]);
+    expect(micro[1]).toBe(history[1]);
+    expect(micro[3]).toBe(history[3]);
+    validateToolPairing(micro);
+  });
+
+  it("changes nothing with 3 tool groups or fewer", () => {
+    const history = [userMessage("go"), ...toolGroup(["a"]), ...toolGroup(["b", "c"]), ...toolGroup(["d"])];
+    expect(microCompactHistory(history)).toEqual(history);
+    expect(microCompactHistory(history, { keepRecentToolGroups: 2 })).toEqual([
+      userMessage("go"),
+      history[1],
+      toolMessage(MICRO_COMPACT_PLACEHOLDER, "a"),
+      ...history.slice(3),
+    ]);
+  });
+
+  it("snips before micro: the last 3 tool groups are counted in the snipped history", async () => {
+    // Head: 3 tool groups. Middle: 4 tool groups that snip drops. Tail: 46 user messages.
+    const head = [toolGroup(["h1"]), toolGroup(["h2"]), toolGroup(["h3"])];
+    const middle = [toolGroup(["m1"]), toolGroup(["m2"]), toolGroup(["m3"]), toolGroup(["m4"])];
+    const tail = Array.from({ length: 46 }, (_, index) => [userMessage(`tail ${index}`)]);
+    const history = [...head, ...middle, ...tail].flat();
+    const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10_000_000 });
+    const prepared = await manager.prepare(history);
+    // Micro first would have replaced h1–h3 (m2–m4 would be the last three); snip first keeps them whole.
+    expect(prepared).toEqual([...head.flat(), systemMessage("[Compacted: 4 message groups omitted]"), ...tail.flat()]);
+    expect(summarizer.calls).toBe(0);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+  });
+
+  it("micro-compacts the request history in prepare but never the canonical history", async () => {
+    const history = [userMessage("go"), ...[1, 2, 3, 4].flatMap((n) => toolGroup([`c${n}`]))];
+    const copy = [...history];
+    const { manager } = fixture({ proactiveThresholdBytes: 10_000_000 });
+    const prepared = await manager.prepare(history);
+    expect(prepared).toEqual([
+      userMessage("go"),
+      history[1],
+      toolMessage(MICRO_COMPACT_PLACEHOLDER, "c1"),
+      ...history.slice(3),
+    ]);
+    expect(history).toEqual(copy);
+    expect(history[2]).toEqual(toolMessage("result c1", "c1"));
+  });
+});
+
+describe("the summary (rules 15–19)", () => {
+  it("measures history bytes as the UTF-8 length of the transcript", () => {
+    const history = [userMessage("中文"), ...toolGroup(["a"]), assistantMessage("好")];
+    expect(historyUtf8Bytes(history)).toBe(Buffer.byteLength(serializeTranscript(history), "utf8"));
+    expect(historyUtf8Bytes([])).toBe(0);
+  });
+
+  it("summarizes only above 50,000 bytes: exactly 50,000 is sent as it is", async () => {
+    // {"content":"…","role":"user"}\n is 29 bytes around the content.
+    const exact = [userMessage(ascii(50_000 - 29))];
+    expect(historyUtf8Bytes(exact)).toBe(50_000);
+    const { manager, summarizer } = fixture();
+    expect(await manager.prepare(exact)).toEqual(exact);
+    expect(summarizer.calls).toBe(0);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+
+    const over = [userMessage(ascii(50_000 - 28))];
+    const prepared = await manager.prepare(over);
+    expect(summarizer.calls).toBe(1);
+    expect(prepared).toEqual([systemMessage(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`))]);
+  });
+
+  it("writes the canonical transcript first, then summarizes the snipped and micro-compacted history", async () => {
+    const groups = mixedGroups(55);
+    const history = [...groups.flat(), userMessage("x".repeat(2000))];
+    const transcriptFile = join(artifactsDir(), "transcript-id-1.jsonl");
+    let onDisk: string | undefined;
+    const summarizer = new CountingSummarizer(
+      () => SUMMARY,
+      () => {
+        onDisk = readFileSync(transcriptFile, "utf8");
+      },
+    );
+    const summaries: [number, number][] = [];
+    const { manager, notices } = fixture(
+      { proactiveThresholdBytes: 1000, onSummary: (before, after) => summaries.push([before, after]) },
+      summarizer,
+    );
+    const prepared = await manager.prepare(history);
+
+    expect(onDisk).toBe(serializeTranscript(history));
+    const expectedInput = microCompactHistory(snipCompactHistory(history));
+    expect(summarizer.inputs).toEqual([expectedInput]);
+    expect(expectedInput).toContainEqual(systemMessage("[Compacted: 7 message groups omitted]"));
+    expect(expectedInput).toContainEqual(toolMessage(MICRO_COMPACT_PLACEHOLDER, "g12-a"));
+    expect(expectedInput).toContainEqual(toolMessage(MICRO_COMPACT_PLACEHOLDER, "g0-a"));
+    expect(expectedInput).toContainEqual(toolMessage("result g48-a", "g48-a"));
+    expect(expectedInput).not.toContainEqual(userMessage("message 9"));
+
+    const summary = systemMessage(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`));
+    expect(prepared).toEqual([summary]);
+    expect(listing()).toEqual(["transcript-id-1.jsonl"]);
+    expect(notices).toEqual([
+      {
+        type: "published",
+        relativePath: `${ARTIFACTS}/transcript-id-1.jsonl`,
+        bytes: Buffer.byteLength(serializeTranscript(history)),
+      },
+    ]);
+    expect(summaries).toEqual([[historyUtf8Bytes(expectedInput), historyUtf8Bytes([summary])]]);
+  });
+
+  it("refuses a summary whose message would be over 50,000 bytes and keeps the transcript", async () => {
+    const big: CompactionSummary = { ...SUMMARY, current_goal: "g".repeat(49_900) };
+    const { manager } = fixture({ proactiveThresholdBytes: 10 }, new CountingSummarizer(() => big));
+    const history = [userMessage("a long enough history")];
+    expect(await rejection(manager.prepare(history))).toEqual(["CompactionError", "the summary is over 50000 bytes"]);
+    expect(listing()).toEqual(["transcript-id-1.jsonl"]);
+  });
+
+  it("accepts a summary message of exactly 50,000 bytes and refuses one of 50,001", async () => {
+    const path = `${ARTIFACTS}/transcript-id-1.jsonl`;
+    const pad = 50_000 - Buffer.byteLength(summaryText(path, { ...SUMMARY, current_goal: "" }), "utf8");
+    const exact: CompactionSummary = { ...SUMMARY, current_goal: "g".repeat(pad) };
+    expect(Buffer.byteLength(summaryText(path, exact), "utf8")).toBe(50_000);
+    const { manager } = fixture({}, new CountingSummarizer(() => exact));
+    expect((await manager.compactProactively([userMessage("hi")])).history).toEqual([
+      systemMessage(summaryText(path, exact)),
+    ]);
+
+    const over: CompactionSummary = { ...SUMMARY, current_goal: "g".repeat(pad + 1) };
+    const second = fixture({ idGenerator: () => "id-1" }, new CountingSummarizer(() => over));
+    rmSync(join(workspace, ".agent_tutorial"), { recursive: true });
+    expect(await rejection(second.manager.compactProactively([userMessage("hi")]))).toEqual([
+      "CompactionError",
+      "the summary is over 50000 bytes",
+    ]);
+  });
+
+  it("refuses an invalid summary from the summarizer itself and keeps the transcript and the history", async () => {
+    const bad = { ...SUMMARY, extra: "no" } as unknown as CompactionSummary;
+    const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10 }, new CountingSummarizer(() => bad));
+    const history = Object.freeze([userMessage("a long enough history"), assistantMessage("reply")]);
+    const copy = [...history];
+    expect(await rejection(manager.prepare(history))).toEqual([
+      "CompactionError",
+      "the summary must have exactly the keys current_goal, files_read_or_changed, key_findings, remaining_work, user_constraints",
+    ]);
+    expect(summarizer.calls).toBe(1);
+    expect(history).toEqual(copy);
+    expect(fileText(`${ARTIFACTS}/transcript-id-1.jsonl`)).toBe(serializeTranscript(history));
+  });
+
+  it("passes a summarizer's error through, keeps the transcript, and tries again on the next prepare", async () => {
+    let fail = true;
+    const summarizer = new CountingSummarizer(() => {
+      if (fail) throw new Error("model unreachable");
+      return SUMMARY;
+    });
+    const { manager } = fixture({ proactiveThresholdBytes: 10 }, summarizer);
+    const history = [userMessage("a long enough history")];
+    expect(await rejection(manager.prepare(history))).toEqual(["Error", "model unreachable"]);
+    expect(listing()).toEqual(["transcript-id-1.jsonl"]);
+    fail = false;
+    expect(await manager.prepare(history)).toEqual([systemMessage(summaryText(`${ARTIFACTS}/transcript-id-2.jsonl`))]);
+    expect(summarizer.calls).toBe(2);
+  });
+
+  it("never calls the summarizer when the transcript cannot be written", async () => {
+    writeFileSync(join(workspace, ".agent_tutorial"), "a file, not a folder");
+    const { manager, summarizer, notices } = fixture({ proactiveThresholdBytes: 10 });
+    const history = Object.freeze([userMessage("a long enough history")]);
+    expect(await rejection(manager.prepare(history))).toEqual(["ArtifactPathError", FOLDER_REFUSED]);
+    expect(summarizer.calls).toBe(0);
+    expect(history).toEqual([userMessage("a long enough history")]);
+    expect(readFileSync(join(workspace, ".agent_tutorial"), "utf8")).toBe("a file, not a folder");
+    expect(notices).toEqual([{ type: "failed", reason: FOLDER_REFUSED }]);
+  });
+});
+
+describe("ModelHistorySummarizer (rules 16, 17)", () => {
+  const valid = JSON.stringify(SUMMARY);
+  const history = [userMessage("读取 README.md"), ...toolGroup(["r1"]), assistantMessage("done")];
+
+  async function summarizeWith(reply: ModelReply): Promise<{ outcome: unknown; model: ScriptedModel }> {
+    const model = new ScriptedModel([reply]);
+    const summarizer = new ModelHistorySummarizer(model);
+    let outcome: unknown;
+    try {
+      outcome = await summarizer.summarize(history);
+    } catch (error) {
+      outcome = error instanceof Error ? [error.constructor.name, error.message] : error;
+    }
+    model.assertExhausted();
+    return { outcome, model };
+  }
+
+  it("sends no tools, the fixed prompt first and the history's JSONL lines as one user message", async () => {
+    const { outcome, model } = await summarizeWith(textTurn(valid));
+    expect(outcome).toEqual(SUMMARY);
+    expect(model.requests).toHaveLength(1);
+    expect(model.requests[0]?.tools).toEqual([]);
+    expect(model.requests[0]?.messages).toEqual([
+      systemMessage(SUMMARY_SYSTEM_PROMPT),
+      userMessage(serializeTranscript(history)),
+    ]);
+  });
+
+  it("accepts a reply of exactly 50,000 bytes", async () => {
+    const pad = 50_000 - Buffer.byteLength(JSON.stringify({ ...SUMMARY, current_goal: "" }), "utf8");
+    const exact = { ...SUMMARY, current_goal: "g".repeat(pad) };
+    expect(Buffer.byteLength(JSON.stringify(exact), "utf8")).toBe(50_000);
+    expect((await summarizeWith(textTurn(JSON.stringify(exact)))).outcome).toEqual(exact);
+  });
+
+  it("accepts empty lists and surrounding whitespace", async () => {
+    const empty = { ...SUMMARY, key_findings: [], files_read_or_changed: [], user_constraints: [] };
+    expect((await summarizeWith(textTurn(`\n ${JSON.stringify(empty)} \n`))).outcome).toEqual(empty);
+  });
+
+  const keys =
+    "the summary must have exactly the keys current_goal, files_read_or_changed, key_findings, remaining_work, user_constraints";
+  const notObject = "the summary reply is not one JSON object";
+  const cases: [string, ModelReply, string][] = [
+    [
+      "tool calls",
+      toolTurn(call("c1", "read_file", { path: "a" })),
+      "the summary reply ended with tool_calls, not a plain stop",
+    ],
+    [
+      "tool calls with stop",
+      { message: assistantMessage(valid, [call("c1", "read_file", { path: "a" })]), finishReason: "stop" },
+      "the summary reply ended with stop, not a plain stop",
+    ],
+    ["length", textTurn(valid, "length"), "the summary reply ended with length, not a plain stop"],
+    [
+      "content_filter",
+      textTurn(valid, "content_filter"),
+      "the summary reply ended with content_filter, not a plain stop",
+    ],
+    ["null content", textTurn(null), "the summary reply is empty"],
+    ["empty content", textTurn(""), "the summary reply is empty"],
+    ["blank content", textTurn(" \n\t "), "the summary reply is empty"],
+    ["prose", textTurn("Here is the summary: the user wants a summary."), notObject],
+    ["prose around JSON", textTurn(`Summary:\n${valid}`), notObject],
+    ["a fenced block", textTurn(`\`\`\`json\n${valid}\n\`\`\``), notObject],
+    ["a JSON array", textTurn(`[${valid}]`), notObject],
+    ["JSON null", textTurn("null"), notObject],
+    ["a JSON string", textTurn(JSON.stringify(valid)), notObject],
+    ["an extra key", textTurn(JSON.stringify({ ...SUMMARY, notes: [] })), keys],
+    ["a missing key", textTurn(JSON.stringify({ ...SUMMARY, user_constraints: undefined })), keys],
+    ["a misspelled key", textTurn(valid.replace("key_findings", "keyFindings")), keys],
+    [
+      "current_goal not a string",
+      textTurn(JSON.stringify({ ...SUMMARY, current_goal: ["goal"] })),
+      "the summary's current_goal is not a non-empty string",
+    ],
+    [
+      "a blank current_goal",
+      textTurn(JSON.stringify({ ...SUMMARY, current_goal: " \n " })),
+      "the summary's current_goal is not a non-empty string",
+    ],
+    [
+      "a list that is a string",
+      textTurn(JSON.stringify({ ...SUMMARY, key_findings: "one finding" })),
+      "the summary's key_findings is not a list of non-empty strings",
+    ],
+    [
+      "a list holding a number",
+      textTurn(JSON.stringify({ ...SUMMARY, remaining_work: ["step", 2] })),
+      "the summary's remaining_work is not a list of non-empty strings",
+    ],
+    [
+      "a list holding a blank string",
+      textTurn(JSON.stringify({ ...SUMMARY, user_constraints: ["  "] })),
+      "the summary's user_constraints is not a list of non-empty strings",
+    ],
+    [
+      "a list holding an empty string",
+      textTurn(JSON.stringify({ ...SUMMARY, files_read_or_changed: [""] })),
+      "the summary's files_read_or_changed is not a list of non-empty strings",
+    ],
+    [
+      "a list holding null",
+      textTurn(JSON.stringify({ ...SUMMARY, key_findings: [null] })),
+      "the summary's key_findings is not a list of non-empty strings",
+    ],
+    [
+      "a reply over 50,000 bytes",
+      textTurn(JSON.stringify({ ...SUMMARY, current_goal: "目".repeat(16_700) })),
+      "the summary reply is over 50000 bytes",
+    ],
+  ];
+
+  it.each(cases)("refuses %s with a CompactionError", async (_name, reply, message) => {
+    const { outcome } = await summarizeWith(reply);
+    expect(outcome).toEqual(["CompactionError", message]);
+  });
+
+  it("parseCompactionSummary refuses the same forms directly", () => {
+    expect(parseCompactionSummary(valid)).toEqual(SUMMARY);
+    expect(thrown(() => parseCompactionSummary("{"))).toEqual(["CompactionError", notObject]);
+    expect(thrown(() => parseCompactionSummary(JSON.stringify({ ...SUMMARY, current_goal: 7 })))).toEqual([
+      "CompactionError",
+      "the summary's current_goal is not a non-empty string",
+    ]);
+  });
+
+  it("a failed summary reply fails prepare, keeps the transcript and leaves the history as it was", async () => {
+    const model = new ScriptedModel([textTurn(`\`\`\`json\n${valid}\n\`\`\``)]);
+    const manager = new CompactionManager({
+      workspace,
+      summarizer: new ModelHistorySummarizer(model),
+      idGenerator: counter(),
+      proactiveThresholdBytes: 10,
+    });
+    const canonical = Object.freeze([...history]);
+    expect(await rejection(manager.prepare(canonical))).toEqual(["CompactionError", notObject]);
+    expect(canonical).toEqual(history);
+    expect(fileText(`${ARTIFACTS}/transcript-id-1.jsonl`)).toBe(serializeTranscript(history));
+    model.assertExhausted();
+  });
+});
+
+describe("the transcript (rule 20)", () => {
+  it("has one line per message: the key-sorted JSON of toOpenAIMessage, CJK literal, each ending in \\n", async () => {
+    const history: ChatMessage[] = [
+      systemMessage("系统提示"),
+      userMessage('读取 "README.md"\n然后总结 \u0001 \\ 😀'),
+      assistantMessage(null, [
+        toolCall("call_1", "read_file", '{"path":"README.md"}'),
+        toolCall("call_2", "glob", '{"pattern":"*.md","z":1,"a":2}'),
+      ]),
+      toolMessage("文件内容", "call_2"),
+      toolMessage("Error [not_found]: File not found", "call_1"),
+      assistantMessage("我再看一个文件", [toolCall("call_3", "shell", '{"command":"ls"}')]),
+      toolMessage("a.md\nb.md", "call_3"),
+      assistantMessage("完成。"),
+      assistantMessage(null),
+    ];
+    const { manager, summarizer } = fixture();
+    const { transcript } = await manager.compactProactively(history);
+    expect(transcript).toBe(`${ARTIFACTS}/transcript-id-1.jsonl`);
+    const text = fileText(transcript);
+    expect(text.endsWith("\n")).toBe(true);
+    expect(text).toBe(serializeTranscript(history));
+    const lines = text.slice(0, -1).split("\n");
+    expect(lines).toHaveLength(history.length);
+    lines.forEach((line, index) => {
+      const wire = toOpenAIMessage(history[index] as ChatMessage);
+      expect(JSON.parse(line)).toEqual(wire);
+      expect(line).toBe(sortedJson(wire));
+      expect(keysSortedEverywhere(JSON.parse(line))).toBe(true);
+    });
+    expect(lines[2]).toBe(
+      '{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{\\"path\\":\\"README.md\\"}",' +
+        '"name":"read_file"},"id":"call_1","type":"function"},{"function":{"arguments":"{\\"pattern\\":\\"*.md\\",' +
+        '\\"z\\":1,\\"a\\":2}","name":"glob"},"id":"call_2","type":"function"}]}',
+    );
+    expect(lines[3]).toBe('{"content":"文件内容","role":"tool","tool_call_id":"call_2"}');
+    expect(text).toContain("😀");
+    expect(text).not.toMatch(/\\u(?!0001)/);
+    expect(summarizer.inputs).toEqual([history]);
+  });
+
+  it("is an empty file for an empty history", async () => {
+    const { manager } = fixture();
+    const { transcript, history } = await manager.compactProactively([]);
+    expect(readFileSync(join(workspace, transcript)).byteLength).toBe(0);
+    expect(history).toEqual([systemMessage(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`))]);
+  });
+});
+
+describe("ids and publication (rules 21, 27)", () => {
+  it("refuses a repeated id with ArtifactConflictError and never overwrites the first file", async () => {
+    const { manager, notices } = fixture({ idGenerator: () => "same", persistThresholdBytes: 10 });
+    await manager.compactToolResults([toolSuccess("first result, long")]);
+    expect(await rejection(manager.compactToolResults([toolSuccess("second result, long")]))).toEqual([
+      "ArtifactConflictError",
+      "artifact id already exists",
+    ]);
+    expect(fileText(`${ARTIFACTS}/tool-result-same.txt`)).toBe("first result, long");
+    expect(listing()).toEqual(["tool-result-same.txt"]);
+    expect(notices).toEqual([
+      { type: "published", relativePath: `${ARTIFACTS}/tool-result-same.txt`, bytes: 18 },
+      { type: "failed", reason: "artifact id already exists" },
+    ]);
+  });
+
+  it("removes every file of a failed batch: the listing equals the listing before", async () => {
+    const ids = ["x", "a", "b", "a"];
+    const { manager, notices } = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 });
+    await manager.compactToolResults([toolSuccess("kept from before")]);
+    const before = listing();
+    expect(before).toEqual(["tool-result-x.txt"]);
+    const batch = [toolSuccess("first of three"), toolSuccess("second of three"), toolSuccess("third of three")];
+    const error = await manager.compactToolResults(batch).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ArtifactConflictError);
+    expect(error).toBeInstanceOf(CompactionError);
+    expect(listing()).toEqual(before);
+    expect(fileText(`${ARTIFACTS}/tool-result-x.txt`)).toBe("kept from before");
+    expect(notices.at(-1)).toEqual({ type: "failed", reason: "artifact id already exists" });
+  });
+
+  it.skipIf(!POSIX)(
+    "publishes files with one name, mode 0o600, in folders of mode 0o700, and no .tmp left",
+    async () => {
+      const { manager } = fixture({ persistThresholdBytes: 10 });
+      const out = await manager.compactToolResults([toolSuccess("a result of some length"), toolSuccess("short")]);
+      const { transcript } = await manager.compactProactively([userMessage("hello")]);
+      expect(listing()).toEqual(["tool-result-id-1.txt", "transcript-id-2.jsonl"]);
+      for (const relative of [out.artifacts[0]?.relativePath ?? "missing", transcript]) {
+        const info = lstatSync(join(workspace, relative));
+        expect(info.isFile()).toBe(true);
+        expect(info.nlink).toBe(1);
+        expect(info.mode & 0o777).toBe(0o600);
+      }
+      expect(statSync(join(workspace, ".agent_tutorial")).mode & 0o777).toBe(0o700);
+      expect(statSync(artifactsDir()).mode & 0o777).toBe(0o700);
+    },
+  );
+
+  it("publishes a file with nlink 1 and leaves no .tmp after a conflict", async () => {
+    mkdirSync(artifactsDir(), { recursive: true });
+    writeFileSync(join(artifactsDir(), "tool-result-taken.txt"), "someone else's");
+    const ids = ["fresh", "taken"];
+    const { manager } = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 });
+    await manager.compactToolResults([toolSuccess("a fresh result")]);
+    expect(lstatSync(join(artifactsDir(), "tool-result-fresh.txt")).nlink).toBe(1);
+    expect(await rejection(manager.compactToolResults([toolSuccess("a second result")]))).toEqual([
+      "ArtifactConflictError",
+      "artifact id already exists",
+    ]);
+    expect(listing()).toEqual(["tool-result-fresh.txt", "tool-result-taken.txt"]);
+    expect(readFileSync(join(artifactsDir(), "tool-result-taken.txt"), "utf8")).toBe("someone else's");
+  });
+
+  const badIds: [string, () => unknown, string][] = [
+    [
+      "throws",
+      () => {
+        throw new Error("no entropy");
+      },
+      "artifact id could not be made",
+    ],
+    ["returns a non-slug", () => "../escape", "artifact id is not a safe name"],
+    ["returns upper case", () => "ABC", "artifact id is not a safe name"],
+    ["returns a trailing hyphen", () => "abc-", "artifact id is not a safe name"],
+    ["returns an empty string", () => "", "artifact id is not a safe name"],
+    ["returns 65 characters", () => "a".repeat(65), "artifact id is not a safe name"],
+    ["returns a number", () => 42, "artifact id is not a safe name"],
+    ["returns undefined", () => undefined, "artifact id is not a safe name"],
+  ];
+
+  it.each(badIds)("refuses an id generator that %s before any file exists", async (_name, generate, message) => {
+    const { manager, notices } = fixture({
+      idGenerator: generate as () => string,
+      persistThresholdBytes: 10,
+    });
+    expect(await rejection(manager.compactToolResults([toolSuccess("a result of some length")]))).toEqual([
+      "ArtifactPathError",
+      message,
+    ]);
+    expect(await rejection(manager.compactProactively([userMessage("hello")]))).toEqual(["ArtifactPathError", message]);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+    expect(notices).toEqual([
+      { type: "failed", reason: message },
+      { type: "failed", reason: message },
+    ]);
+  });
+
+  it("refuses a batch whose second id is bad before writing the first", async () => {
+    const ids = ["good", "Bad!"];
+    const { manager } = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 });
+    const error = await manager
+      .compactToolResults([toolSuccess("first result"), toolSuccess("second result")])
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ArtifactPathError);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+  });
+
+  it("accepts an id of exactly 64 characters", async () => {
+    const id = "a".repeat(64);
+    const { manager } = fixture({ idGenerator: () => id, persistThresholdBytes: 10 });
+    const out = await manager.compactToolResults([toolSuccess("a result of some length")]);
+    expect(out.artifacts[0]?.relativePath).toBe(`${ARTIFACTS}/tool-result-${id}.txt`);
+  });
+
+  it("stops at the artifact quota: a batch past it fails and writes nothing", async () => {
+    const { manager, notices } = fixture({ persistThresholdBytes: 10, maxArtifactBytes: 100 });
+    const over = await rejection(manager.compactToolResults([toolSuccess(ascii(60)), toolSuccess(ascii(41))]));
+    expect(over).toEqual(["CompactionError", "artifact quota of 100 bytes reached"]);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+
+    await manager.compactToolResults([toolSuccess(ascii(60))]);
+    expect(listing()).toEqual(["tool-result-id-1.txt"]);
+    // 60 written and 41 more would be 101: refused, also for a transcript.
+    expect(await rejection(manager.compactToolResults([toolSuccess(ascii(41))]))).toEqual([
+      "CompactionError",
+      "artifact quota of 100 bytes reached",
+    ]);
+    expect(await rejection(manager.compactProactively([userMessage(ascii(20))]))).toEqual([
+      "CompactionError",
+      "artifact quota of 100 bytes reached",
+    ]);
+    expect(listing()).toEqual(["tool-result-id-1.txt"]);
+    // Exactly up to the quota is allowed: 60 + 40 = 100.
+    await manager.compactToolResults([toolSuccess(ascii(40))]);
+    expect(listing()).toHaveLength(2);
+    expect(notices.filter((notice) => notice.type === "failed")).toEqual([
+      { type: "failed", reason: "artifact quota of 100 bytes reached" },
+      { type: "failed", reason: "artifact quota of 100 bytes reached" },
+      { type: "failed", reason: "artifact quota of 100 bytes reached" },
+    ]);
+  });
+});
+
+describe("the cache (rule 22)", () => {
+  it("returns the very same prepared array for an identical snapshot, with no second summary or file", async () => {
+    const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10 });
+    const history = [userMessage("read the files"), ...toolGroup(["a"]), assistantMessage("done")];
+    const first = await manager.prepare(history);
+    const second = await manager.prepare([...history]);
+    expect(second).toBe(first);
+    expect(summarizer.calls).toBe(1);
+    expect(listing()).toEqual(["transcript-id-1.jsonl"]);
+
+    // Without a summary too.
+    const plain = fixture({ proactiveThresholdBytes: 10_000_000 });
+    const a = await plain.manager.prepare(history);
+    expect(await plain.manager.prepare(history)).toBe(a);
+  });
+
+  it("summarizes the cached prepared prefix plus the appended suffix, and writes the full canonical transcript", async () => {
+    const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10 });
+    const history = [userMessage("read the files"), ...toolGroup(["a"]), assistantMessage("done")];
+    const [summary] = await manager.prepare(history);
+    const appended = [...history, userMessage("now the next step")];
+    const prepared = await manager.prepare(appended);
+    expect(summarizer.inputs[1]).toEqual([summary, userMessage("now the next step")]);
+    expect(prepared).toEqual([systemMessage(summaryText(`${ARTIFACTS}/transcript-id-2.jsonl`))]);
+    expect(fileText(`${ARTIFACTS}/transcript-id-2.jsonl`)).toBe(serializeTranscript(appended));
+  });
+
+  it("keeps snip's marker from the cached prefix on a pure append", async () => {
+    const { manager, summarizer } = fixture({
+      proactiveThresholdBytes: 10_000_000,
+      snipMaxGroups: 4,
+      snipKeepHeadGroups: 1,
+    });
+    const history = Array.from({ length: 6 }, (_, index) => userMessage(`m${index}`));
+    expect(await manager.prepare(history)).toEqual([
+      userMessage("m0"),
+      systemMessage("[Compacted: 3 message groups omitted]"),
+      userMessage("m4"),
+      userMessage("m5"),
+    ]);
+    // The input is now [m0, marker, m4, m5, m6]: five groups, so the marker itself is among the omitted.
+    expect(await manager.prepare([...history, userMessage("m6")])).toEqual([
+      userMessage("m0"),
+      systemMessage("[Compacted: 2 message groups omitted]"),
+      userMessage("m5"),
+      userMessage("m6"),
+    ]);
+    expect(summarizer.calls).toBe(0);
+  });
+
+  it("prepares any other change from scratch", async () => {
+    const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10 });
+    const history = [userMessage("read the files"), ...toolGroup(["a"]), assistantMessage("done")];
+    await manager.prepare(history);
+    const changed = [userMessage("read other files"), ...history.slice(1), userMessage("more")];
+    await manager.prepare(changed);
+    expect(summarizer.inputs[1]).toEqual(changed);
+    const shorter = history.slice(0, 1);
+    await manager.prepare(shorter);
+    expect(summarizer.inputs[2]).toEqual(shorter);
+    expect(summarizer.calls).toBe(3);
+    expect(listing()).toEqual(["transcript-id-1.jsonl", "transcript-id-2.jsonl", "transcript-id-3.jsonl"]);
+  });
+});
+
+describe("proactive and reactive compaction (rules 23, 24)", () => {
+  const history = [
+    userMessage("g1"),
+    ...toolGroup(["a", "b"]),
+    assistantMessage("g3"),
+    userMessage("g4"),
+    ...toolGroup(["c"]),
+    ...toolGroup(["d", "e", "f"]),
+    assistantMessage("g7"),
+    userMessage("g8"),
+  ];
+
+  it("compactProactively writes the transcript of h and returns [summary]", async () => {
+    const { manager, summarizer } = fixture();
+    const out = await manager.compactProactively(history);
+    expect(out).toEqual({
+      history: [systemMessage(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`))],
+      transcript: `${ARTIFACTS}/transcript-id-1.jsonl`,
+    });
+    expect(fileText(out.transcript)).toBe(serializeTranscript(history));
+    expect(summarizer.calls).toBe(1);
+  });
+
+  it("compactProactively fails on a failed summary and keeps the transcript", async () => {
+    const summarizer = new CountingSummarizer(() => {
+      throw new CompactionError("the summary reply is empty");
+    });
+    const { manager } = fixture({}, summarizer);
+    expect(await rejection(manager.compactProactively(history))).toEqual([
+      "CompactionError",
+      "the summary reply is empty",
+    ]);
+    expect(listing()).toEqual(["transcript-id-1.jsonl"]);
+  });
+
+  it("compactProactively fails on a failed write without calling the summarizer", async () => {
+    mkdirSync(join(workspace, ".agent_tutorial"));
+    writeFileSync(join(workspace, ".agent_tutorial", "artifacts"), "a file");
+    const { manager, summarizer } = fixture();
+    expect(await rejection(manager.compactProactively(history))).toEqual(["ArtifactPathError", FOLDER_REFUSED]);
+    expect(summarizer.calls).toBe(0);
+  });
+
+  it("compactProactively fails on an id collision without overwriting or calling the summarizer", async () => {
+    mkdirSync(artifactsDir(), { recursive: true });
+    writeFileSync(join(artifactsDir(), "transcript-dup.jsonl"), "older transcript\n");
+    const { manager, summarizer } = fixture({ idGenerator: () => "dup" });
+    expect(await rejection(manager.compactProactively(history))).toEqual([
+      "ArtifactConflictError",
+      "artifact id already exists",
+    ]);
+    expect(summarizer.calls).toBe(0);
+    expect(listing()).toEqual(["transcript-dup.jsonl"]);
+    expect(readFileSync(join(artifactsDir(), "transcript-dup.jsonl"), "utf8")).toBe("older transcript\n");
+  });
+
+  it("compactOnPromptTooLong returns the summary and the last 5 complete groups", async () => {
+    const { manager, summarizer } = fixture();
+    const out = await manager.compactOnPromptTooLong(history, { retryCount: 0 });
+    expect(out.history).toEqual([
+      systemMessage(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`)),
+      userMessage("g4"),
+      ...toolGroup(["c"]),
+      ...toolGroup(["d", "e", "f"]),
+      assistantMessage("g7"),
+      userMessage("g8"),
+    ]);
+    validateToolPairing(out.history);
+    expect(fileText(out.transcript)).toBe(serializeTranscript(history));
+    expect(summarizer.inputs).toEqual([history]);
+
+    // Fewer groups than the tail: all of them follow the summary.
+    const short = fixture({ reactiveTailGroups: 5, idGenerator: counter("short") });
+    const two = [userMessage("a"), assistantMessage("b")];
+    expect((await short.manager.compactOnPromptTooLong(two, { retryCount: 0 })).history).toEqual([
+      systemMessage(summaryText(`${ARTIFACTS}/transcript-short-1.jsonl`)),
+      ...two,
+    ]);
+  });
+
+  it("refuses a second reactive try with PromptTooLongRetryError, no summary and no file", async () => {
+    const { manager, summarizer } = fixture();
+    expect(await rejection(manager.compactOnPromptTooLong(history, { retryCount: 1 }))).toEqual([
+      "PromptTooLongRetryError",
+      "prompt-too-long recovery was already tried once",
+    ]);
+    const error = await manager.compactOnPromptTooLong(history, { retryCount: 2 }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(PromptTooLongRetryError);
+    expect(error).toBeInstanceOf(CompactionError);
+    expect(summarizer.calls).toBe(0);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+  });
+});
+
+describe("folder safety (rule 26)", () => {
+  async function refused(setup: () => void): Promise<void> {
+    setup();
+    const outsideBefore = tree(outside);
+    const { manager, summarizer, notices } = fixture({ persistThresholdBytes: 10, proactiveThresholdBytes: 10 });
+    expect(await rejection(manager.compactToolResults([toolSuccess("a result of some length")]))).toEqual([
+      "ArtifactPathError",
+      FOLDER_REFUSED,
+    ]);
+    expect(await rejection(manager.prepare([userMessage("a long enough history")]))).toEqual([
+      "ArtifactPathError",
+      FOLDER_REFUSED,
+    ]);
+    expect(await rejection(manager.compactProactively([userMessage("hello")]))).toEqual([
+      "ArtifactPathError",
+      FOLDER_REFUSED,
+    ]);
+    expect(summarizer.calls).toBe(0);
+    expect(tree(outside)).toEqual(outsideBefore);
+    expect(notices).toEqual([
+      { type: "failed", reason: FOLDER_REFUSED },
+      { type: "failed", reason: FOLDER_REFUSED },
+      { type: "failed", reason: FOLDER_REFUSED },
+    ]);
+    for (const notice of notices) {
+      expect(notice.type === "failed" && (notice.reason.includes("/") || notice.reason.includes(base))).toBe(false);
+    }
+  }
+
+  it.skipIf(!POSIX)(".agent_tutorial as a symlink to an outside folder", async () => {
+    await refused(() => symlinkSync(outside, join(workspace, ".agent_tutorial"), "dir"));
+    expect(readdirSync(outside)).toEqual([]);
+  });
+
+  it.skipIf(!POSIX)(".agent_tutorial as a symlink to a folder inside the workspace", async () => {
+    mkdirSync(join(workspace, "inside", "artifacts"), { recursive: true });
+    await refused(() => symlinkSync(join(workspace, "inside"), join(workspace, ".agent_tutorial"), "dir"));
+    expect(tree(join(workspace, "inside"))).toEqual(["artifacts"]);
+  });
+
+  it.skipIf(!POSIX)(".agent_tutorial as a relative symlink inside the workspace", async () => {
+    mkdirSync(join(workspace, "inside"));
+    await refused(() => symlinkSync("inside", join(workspace, ".agent_tutorial"), "dir"));
+    expect(readdirSync(join(workspace, "inside"))).toEqual([]);
+  });
+
+  it.skipIf(!POSIX)("artifacts as a symlink to an outside folder", async () => {
+    mkdirSync(join(workspace, ".agent_tutorial"));
+    await refused(() => symlinkSync(outside, join(workspace, ".agent_tutorial", "artifacts"), "dir"));
+    expect(readdirSync(outside)).toEqual([]);
+  });
+
+  it.skipIf(!POSIX)("artifacts as a symlink to a folder inside the workspace", async () => {
+    mkdirSync(join(workspace, ".agent_tutorial", "real"), { recursive: true });
+    await refused(() =>
+      symlinkSync(join(workspace, ".agent_tutorial", "real"), join(workspace, ".agent_tutorial", "artifacts"), "dir"),
+    );
+    expect(readdirSync(join(workspace, ".agent_tutorial", "real"))).toEqual([]);
+  });
+
+  it.skipIf(!POSIX)("a dangling symlink at .agent_tutorial", async () => {
+    await refused(() => symlinkSync(join(outside, "not-yet"), join(workspace, ".agent_tutorial"), "dir"));
+    expect(existsSync(join(outside, "not-yet"))).toBe(false);
+  });
+
+  it(".agent_tutorial as a file", async () => {
+    await refused(() => writeFileSync(join(workspace, ".agent_tutorial"), "not a folder"));
+    expect(readFileSync(join(workspace, ".agent_tutorial"), "utf8")).toBe("not a folder");
+  });
+
+  it("artifacts as a file", async () => {
+    mkdirSync(join(workspace, ".agent_tutorial"));
+    await refused(() => writeFileSync(join(workspace, ".agent_tutorial", "artifacts"), "not a folder"));
+    expect(readFileSync(join(workspace, ".agent_tutorial", "artifacts"), "utf8")).toBe("not a folder");
+  });
+
+  it.skipIf(!POSIX)(".agent_tutorial as a FIFO", async () => {
+    await refused(() => execFileSync("mkfifo", [join(workspace, ".agent_tutorial")]));
+    expect(lstatSync(join(workspace, ".agent_tutorial")).isFIFO()).toBe(true);
+  });
+
+  it.skipIf(!POSIX)("artifacts as a FIFO", async () => {
+    mkdirSync(join(workspace, ".agent_tutorial"));
+    await refused(() => execFileSync("mkfifo", [join(workspace, ".agent_tutorial", "artifacts")]));
+  });
+
+  it("a workspace that is not a real folder is refused before anything is written", async () => {
+    const { manager, notices } = fixture({ workspace: join(base, "missing"), persistThresholdBytes: 10 });
+    const error = await manager.compactToolResults([toolSuccess("a result of some length")]).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ArtifactPathError);
+    expect(existsSync(join(base, "missing"))).toBe(false);
+    expect(notices).toEqual([{ type: "failed", reason: "the workspace folder is no longer where it was" }]);
+  });
+});
+
+describe("invalid histories (rule 29)", () => {
+  const broken: [string, ChatMessage[], string][] = [
+    [
+      "a call without its result",
+      [userMessage("go"), assistantMessage(null, [toolCall("c1", "read_file", "{}")]), userMessage("next")],
+      'missing tool results for ids: ["c1"]',
+    ],
+    ["an orphan result", [userMessage("go"), toolMessage("stray", "c9")], "orphan tool result id: c9"],
+    [
+      "a result for another call",
+      [assistantMessage(null, [toolCall("c1", "read_file", "{}")]), toolMessage("x", "c2")],
+      "unexpected tool result id: c2",
+    ],
+  ];
+
+  it.each(broken)("throws on %s before any file or summary", async (_name, history, message) => {
+    const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10 });
+    const expected = ["MessageContractError", message];
+    expect(await rejection(manager.prepare(history))).toEqual(expected);
+    expect(await rejection(manager.compactProactively(history))).toEqual(expected);
+    expect(await rejection(manager.compactOnPromptTooLong(history, { retryCount: 0 }))).toEqual(expected);
+    expect(thrown(() => snipCompactHistory(history))).toEqual(expected);
+    expect(thrown(() => microCompactHistory(history))).toEqual(expected);
+    expect(summarizer.calls).toBe(0);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+    expect(await manager.prepare(history).catch((error: unknown) => error)).toBeInstanceOf(MessageContractError);
+  });
+});
+
+describe("configuration (rule 34)", () => {
+  const numeric = [
+    "persistThresholdBytes",
+    "batchBudgetBytes",
+    "keepRecentToolGroups",
+    "reactiveTailGroups",
+    "proactiveThresholdBytes",
+    "snipMaxGroups",
+    "snipKeepHeadGroups",
+    "maxArtifactBytes",
+  ] as const;
+
+  it.each(numeric)("refuses a %s that is not a positive integer", (name) => {
+    for (const value of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(thrown(() => fixture({ [name]: value }))).toEqual(["RangeError", `${name} must be a positive integer`]);
+    }
+  });
+
+  it("allows one preview to be 0 but not both, and no negative or fractional preview", () => {
+    expect(thrown(() => fixture({ previewHeadBytes: 0 }))).toBeUndefined();
+    expect(thrown(() => fixture({ previewTailBytes: 0 }))).toBeUndefined();
+    expect(thrown(() => fixture({ previewHeadBytes: 0, previewTailBytes: 0 }))).toEqual([
+      "RangeError",
+      "a preview needs a head or a tail",
+    ]);
+    expect(thrown(() => fixture({ previewHeadBytes: -1 }))).toEqual([
+      "RangeError",
+      "previewHeadBytes must be a non-negative integer",
+    ]);
+    expect(thrown(() => fixture({ previewTailBytes: 0.5 }))).toEqual([
+      "RangeError",
+      "previewTailBytes must be a non-negative integer",
+    ]);
+  });
+
+  it("requires snipMaxGroups > snipKeepHeadGroups + 1", () => {
+    const message = ["RangeError", "snipMaxGroups must be greater than snipKeepHeadGroups + 1"];
+    expect(thrown(() => fixture({ snipMaxGroups: 4, snipKeepHeadGroups: 3 }))).toEqual(message);
+    expect(thrown(() => fixture({ snipMaxGroups: 3, snipKeepHeadGroups: 3 }))).toEqual(message);
+    expect(thrown(() => fixture({ snipMaxGroups: 5, snipKeepHeadGroups: 3 }))).toBeUndefined();
+    expect(thrown(() => fixture({ snipMaxGroups: 4 }))).toEqual(message);
+  });
+
+  it("refuses a negative or fractional retryCount", async () => {
+    const { manager, summarizer } = fixture();
+    for (const retryCount of [-1, 0.5]) {
+      expect(await rejection(manager.compactOnPromptTooLong([], { retryCount }))).toEqual([
+        "RangeError",
+        "retryCount must be a non-negative integer",
+      ]);
+    }
+    expect(summarizer.calls).toBe(0);
+  });
+});
