@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { buildAgent, SYSTEM_PROMPT } from "../src/bootstrap.js";
 import { HookRegistry, HookResult } from "../src/core/hooks.js";
+import { IncompleteModelReplyError, ModelCallError } from "../src/core/loop.js";
 import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import type { ModelClient, ModelReply, ModelRequest } from "../src/core/model.js";
 import { PermissionDecision, type ApprovalProvider, type AuditSink } from "../src/core/permissions.js";
@@ -290,6 +291,38 @@ describe("the book's request path through buildAgent(P08)", () => {
     const taskResult = result.history.find((message) => message.role === "tool");
     expect(taskResult?.content).toMatch(/^<persisted-tool-result>\n/);
     expect(artifactNames()).toHaveLength(1);
+  });
+
+  it("rule 25: a model error is not caught to compact, and a length reply is IncompleteModelReplyError with no transcript written", async () => {
+    await writeWorkspaceFiles();
+    const cutShort = new RoutingModel([...script().slice(0, 2), textTurn("半句", "length")]);
+    await expect(agentFor(P08, cutShort).agent.run("go")).rejects.toThrow(IncompleteModelReplyError);
+    // The cut-off reply came after the one summary; no second transcript, no retry.
+    expect(cutShort.summaryRequests).toHaveLength(1);
+    expect(artifactNames().filter((name) => name.startsWith("transcript-"))).toHaveLength(1);
+    await rm(join(workspace, ".agent_tutorial"), { recursive: true });
+    const failing: ModelClient = {
+      complete: () => Promise.reject(new ModelCallError("prompt_too_long: too many tokens")),
+    };
+    await expect(agentFor(P08, failing).agent.run("go")).rejects.toThrow("prompt_too_long: too many tokens");
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+  });
+
+  it("rule 27: read_file reads a published artifact back whole, through the reference's own path", async () => {
+    await writeWorkspaceFiles();
+    const model = new RoutingModel([toolTurn(call("c-big", "read_file", { path: "big.log" })), textTurn("next")]);
+    const first = await agentFor(P08, model).agent.run("go");
+    const reference = first.history.find((message) => message.role === "tool")?.content ?? "";
+    const path = /^path: (\S+)$/m.exec(reference)?.[1] as string;
+    expect(path).toMatch(ARTIFACT);
+    // P07 has no processor: the result of reading the artifact is the artifact, byte for byte.
+    const back = new RoutingModel([toolTurn(call("c-back", "read_file", { path })), textTurn("done")]);
+    await agentFor(P07, back).agent.run("go");
+    expect(requestHistory(back.requests[1] as ModelRequest).at(-1)).toEqual({
+      role: "tool",
+      content: BIG,
+      toolCallId: "c-back",
+    });
   });
 
   it("the bar: a 60-turn run keeps every request history within 50,000 bytes where P07's grows past 1.7 MB", async () => {
