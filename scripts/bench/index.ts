@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only policy,loop,glob,shell,startup,provider,skills]`: SPEC §12, one table, ratios
+// `npm run bench [-- --quick] [-- --only policy,loop,glob,shell,startup,provider,skills,compaction]`: SPEC §12, one table, ratios
 // side by side.
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -10,12 +10,13 @@ import { benchPolicy } from "./policy.js";
 import { benchReplyCap } from "./reply.js";
 import { benchRunnerOverhead } from "./runner-overhead.js";
 import { benchShell } from "./shell.js";
+import { benchCompaction } from "./compaction.js";
 import { benchSkills } from "./skills.js";
 import { benchStartup } from "./startup.js";
 import { renderTable, type Row } from "./table.js";
 import { removeAllTemp } from "./temp.js";
 
-const SECTIONS = ["policy", "loop", "glob", "shell", "startup", "provider", "skills"] as const;
+const SECTIONS = ["policy", "loop", "glob", "shell", "startup", "provider", "skills", "compaction"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -53,6 +54,8 @@ const runners: Record<Section, () => Promise<{ rows: Row[]; notes?: string[] }>>
   },
   // Chapter 7: scanning the most Skill folders the registry accepts, against a plain read of the same tree.
   skills: () => benchSkills({ runs: quick ? 5 : 15 }),
+  // Chapter 8: the tool result processor per reply, and a long run's request history with and without prepare().
+  compaction: () => benchCompaction({ runs: quick ? 5 : 15, longRuns: quick ? 3 : 7 }),
 };
 
 const machine = describeMachine();

@@ -7,6 +7,7 @@ import {
   fsyncSync,
   linkSync,
   openSync,
+  readlinkSync,
   unlinkSync,
   writeSync,
 } from "node:fs";
@@ -620,6 +621,10 @@ function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAcc
     confirm() {
       try {
         access.confirm(folder);
+        // Still inside is not enough: the paths handed to the model must name the files this call wrote.
+        if (folder.fd !== undefined && readlinkSync(`/proc/self/fd/${folder.fd}`) !== folder.path) {
+          throw new Error("the artifact folder was renamed");
+        }
       } catch (error) {
         throw new ArtifactPathError("artifact folder moved while it was written", { cause: error });
       }
