@@ -5,14 +5,17 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   symlinkSync,
+  unlinkSync,
   writeFileSync,
 } from "node:fs";
 import { mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Worker } from "node:worker_threads";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { toOpenAIMessage } from "../src/adapters/openai-chat.js";
 import {
@@ -1229,6 +1232,75 @@ describe("folder safety (rule 26)", () => {
     expect(error).toBeInstanceOf(ArtifactPathError);
     expect(existsSync(join(base, "missing"))).toBe(false);
     expect(notices).toEqual([{ type: "failed", reason: "the workspace folder is no longer where it was" }]);
+  });
+});
+
+describe("a folder swapped while it is written (rule 26, D3)", () => {
+  // A worker thread plays the other process: as fast as it can, it renames the artifacts folder aside, puts a link
+  // to the outside folder in its place, and undoes both. Whatever moment a write meets, nothing may land outside,
+  // a batch that succeeds must have written exactly the files its references name, and one that fails leaves none.
+  const SWAPPER = `
+    const { renameSync, symlinkSync, unlinkSync } = require("node:fs");
+    const { workerData, parentPort } = require("node:worker_threads");
+    const flag = new Int32Array(workerData.flag);
+    const { folder, aside, outside } = workerData;
+    let swaps = 0;
+    while (Atomics.load(flag, 0) === 0) {
+      try { renameSync(folder, aside); } catch { continue; }
+      try { symlinkSync(outside, folder); } catch {}
+      try { unlinkSync(folder); } catch {}
+      try { renameSync(aside, folder); } catch {}
+      swaps += 1;
+    }
+    parentPort.postMessage(swaps);
+  `;
+
+  it.skipIf(!POSIX)("never writes outside, and every reference it returns names its own bytes", async () => {
+    const { manager } = fixture({ idGenerator: undefined, onArtifact: undefined });
+    // The folders exist first: the race is on a write, not on the first mkdir.
+    await manager.compactToolResults([toolSuccess(ascii(30_001))]);
+    const folder = artifactsDir();
+    const aside = join(workspace, ".agent_tutorial", "aside");
+    const flag = new SharedArrayBuffer(4);
+    const worker = new Worker(SWAPPER, { eval: true, workerData: { flag, folder, aside, outside } });
+    const swapped = new Promise<number>((resolve, reject) => {
+      worker.once("message", resolve);
+      worker.once("error", reject);
+    });
+    const kept = new Map<string, string>();
+    let failures = 0;
+    try {
+      for (let batch = 0; batch < 150; batch += 1) {
+        const content = `${String(batch).padStart(4, "0")}${ascii(30_000)}`;
+        try {
+          const { artifacts } = await manager.compactToolResults([toolSuccess(content)]);
+          kept.set((artifacts[0] as { relativePath: string }).relativePath, content);
+        } catch (error) {
+          expect(error).toBeInstanceOf(ArtifactPathError);
+          failures += 1;
+        }
+      }
+    } finally {
+      Atomics.store(new Int32Array(flag), 0, 1);
+    }
+    expect(await swapped).toBeGreaterThan(0);
+    await worker.terminate();
+    // Where the swapper stopped, the link goes; the folder may be aside, and the manager may have made a new one
+    // while it was: a file is where its folder went, but only ever in one of the two.
+    if (lstatSync(folder, { throwIfNoEntry: false })?.isSymbolicLink() === true) unlinkSync(folder);
+    expect(tree(outside)).toEqual([]);
+    expect(kept.size + failures).toBe(150);
+    const names = [folder, aside].flatMap((place) =>
+      existsSync(place) ? readdirSync(place).map((name) => join(place, name)) : [],
+    );
+    for (const [relative, content] of kept) {
+      const name = relative.split("/").at(-1) as string;
+      const found = names.filter((path) => path.endsWith(`/${name}`));
+      expect(found).toHaveLength(1);
+      expect(readFileSync(found[0] as string, "utf8")).toBe(content);
+    }
+    // One file from before the race, one per kept batch; no temporary name and no file of a failed batch.
+    expect(names).toHaveLength(kept.size + 1);
   });
 });
 
