@@ -584,11 +584,12 @@ describe("the summary (rules 15–19)", () => {
     expect(listing()).toEqual(["transcript-id-1.jsonl"]);
   });
 
-  it("accepts a summary message of exactly 50,000 bytes and refuses one of 50,001", async () => {
+  it("accepts a summary message of exactly 50,000 bytes as the threshold measures it (its JSON line) and refuses one of 50,001", async () => {
     const path = `${ARTIFACTS}/transcript-id-1.jsonl`;
-    const pad = 50_000 - Buffer.byteLength(summaryText(path, { ...SUMMARY, current_goal: "" }), "utf8");
+    const line = (summary: CompactionSummary): number => historyUtf8Bytes([systemMessage(summaryText(path, summary))]);
+    const pad = 50_000 - line({ ...SUMMARY, current_goal: "" });
     const exact: CompactionSummary = { ...SUMMARY, current_goal: "g".repeat(pad) };
-    expect(Buffer.byteLength(summaryText(path, exact), "utf8")).toBe(50_000);
+    expect(line(exact)).toBe(50_000);
     const { manager } = fixture({}, new CountingSummarizer(() => exact));
     expect((await manager.compactProactively([userMessage("hi")])).history).toEqual([
       systemMessage(summaryText(path, exact)),
@@ -598,6 +599,18 @@ describe("the summary (rules 15–19)", () => {
     const second = fixture({ idGenerator: () => "id-1" }, new CountingSummarizer(() => over));
     rmSync(join(workspace, ".agent_tutorial"), { recursive: true });
     expect(await rejection(second.manager.compactProactively([userMessage("hi")]))).toEqual([
+      "CompactionError",
+      "the summary is over 50000 bytes",
+    ]);
+  });
+
+  it("measures a summary by its JSON line, where every quote costs twice: 48,000 bytes of quotes are refused", async () => {
+    // The summary message's text escapes each `"` once, its line (what the threshold counts) twice: a cap on the
+    // text alone let a summary past the threshold through, and every later request summarized again.
+    const quotes: CompactionSummary = { ...SUMMARY, key_findings: ['"'.repeat(24_000)] };
+    const { manager } = fixture({}, new CountingSummarizer(() => quotes));
+    expect(Buffer.byteLength(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`, quotes), "utf8")).toBeLessThan(50_000);
+    expect(await rejection(manager.compactProactively([userMessage("hi")]))).toEqual([
       "CompactionError",
       "the summary is over 50000 bytes",
     ]);
@@ -688,15 +701,11 @@ describe("ModelHistorySummarizer (rules 16, 17)", () => {
     "the summary must have exactly the keys current_goal, files_read_or_changed, key_findings, remaining_work, user_constraints";
   const notObject = "the summary reply is not one JSON object";
   const cases: [string, ModelReply, string][] = [
-    [
-      "tool calls",
-      toolTurn(call("c1", "read_file", { path: "a" })),
-      "the summary reply ended with tool_calls, not a plain stop",
-    ],
+    ["tool calls", toolTurn(call("c1", "read_file", { path: "a" })), "the summary reply asked for tools"],
     [
       "tool calls with stop",
       { message: assistantMessage(valid, [call("c1", "read_file", { path: "a" })]), finishReason: "stop" },
-      "the summary reply ended with stop, not a plain stop",
+      "the summary reply asked for tools",
     ],
     ["length", textTurn(valid, "length"), "the summary reply ended with length, not a plain stop"],
     [
@@ -982,6 +991,18 @@ describe("ids and publication (rules 21, 27)", () => {
 });
 
 describe("the cache (rule 22)", () => {
+  it("trusts identity only for frozen messages: a plain message changed in place is prepared anew", async () => {
+    const { manager } = fixture();
+    const message = { role: "user", content: "first" } as { role: "user"; content: string };
+    const first = await manager.prepare([message]);
+    message.content = "second, longer";
+    const second = await manager.prepare([message]);
+    expect(second).not.toBe(first);
+    expect(second).toEqual([{ role: "user", content: "second, longer" }]);
+    expect(historyUtf8Bytes([message])).toBe(Buffer.byteLength(serializeTranscript([message]), "utf8"));
+    expect(serializeTranscript([message])).toBe('{"content":"second, longer","role":"user"}\n');
+  });
+
   it("returns the very same prepared array for an identical snapshot, with no second summary or file", async () => {
     const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10 });
     const history = [userMessage("read the files"), ...toolGroup(["a"]), assistantMessage("done")];
@@ -1232,6 +1253,22 @@ describe("folder safety (rule 26)", () => {
     expect(error).toBeInstanceOf(ArtifactPathError);
     expect(existsSync(join(base, "missing"))).toBe(false);
     expect(notices).toEqual([{ type: "failed", reason: "the workspace folder is no longer where it was" }]);
+  });
+});
+
+describe("notices", () => {
+  it("a notice listener that throws changes nothing: the batch stands, its files and references with it", async () => {
+    const { manager } = fixture({
+      onArtifact: () => {
+        throw new Error("listener broke");
+      },
+    });
+    const { results, artifacts } = await manager.compactToolResults([toolSuccess(ascii(30_001))]);
+    expect(artifacts.map((artifact) => artifact.relativePath)).toEqual([`${ARTIFACTS}/tool-result-id-1.txt`]);
+    expect(results[0]?.content).toMatch(
+      /^<persisted-tool-result>\npath: \.agent_tutorial\/artifacts\/tool-result-id-1\.txt\n/,
+    );
+    expect(fileText(`${ARTIFACTS}/tool-result-id-1.txt`)).toBe(ascii(30_001));
   });
 });
 

@@ -4,12 +4,15 @@ import {
   closeSync,
   constants,
   fchmodSync,
+  fstatSync,
   fsyncSync,
+  lstatSync,
   linkSync,
   openSync,
   readlinkSync,
   unlinkSync,
   writeSync,
+  type BigIntStats,
 } from "node:fs";
 import { join } from "node:path";
 import { folderAccess, type Folder, type FolderAccess } from "../adapters/folder-handles.js";
@@ -205,14 +208,14 @@ function stableJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** Messages are frozen and never replaced, so each one's line is made once. */
+/** The loop's messages are frozen and never replaced, so each one's line is made once; anyone else's, every time. */
 const lines = new WeakMap<ChatMessage, string>();
 
 function messageLine(message: ChatMessage): string {
   let line = lines.get(message);
   if (line === undefined) {
     line = `${stableJson(wireMessage(message))}\n`;
-    lines.set(message, line);
+    if (Object.isFrozen(message)) lines.set(message, line);
   }
   return line;
 }
@@ -228,7 +231,18 @@ export function historyUtf8Bytes(history: readonly ChatMessage[]): number {
 
 /** The same message by identity (the loop's), else by its line. */
 const sameMessage = (a: ChatMessage | undefined, b: ChatMessage | undefined): boolean =>
-  a === b || (a !== undefined && b !== undefined && messageLine(a) === messageLine(b));
+  (a === b && Object.isFrozen(a)) || (a !== undefined && b !== undefined && messageLine(a) === messageLine(b));
+
+/** A message as it is now: the loop's own (frozen) as they are, anyone else's as a frozen copy a later edit cannot reach. */
+function settled(message: ChatMessage): ChatMessage {
+  if (Object.isFrozen(message) && (message.role !== "assistant" || Object.isFrozen(message.toolCalls))) return message;
+  const copy = structuredClone(message);
+  if (copy.role === "assistant") {
+    for (const call of copy.toolCalls) Object.freeze(call);
+    Object.freeze(copy.toolCalls);
+  }
+  return Object.freeze(copy);
+}
 
 function historiesEqual(a: readonly ChatMessage[], b: readonly ChatMessage[]): boolean {
   return a.length === b.length && historyStartsWith(a, b);
@@ -278,7 +292,8 @@ export class ModelHistorySummarizer implements HistorySummarizer {
       tools: Object.freeze([]),
     });
     const reply = await this.model.complete(request);
-    if (reply.finishReason !== "stop" || reply.message.toolCalls.length > 0) {
+    if (reply.message.toolCalls.length > 0) throw new CompactionError("the summary reply asked for tools");
+    if (reply.finishReason !== "stop") {
       throw new CompactionError(`the summary reply ended with ${reply.finishReason}, not a plain stop`);
     }
     const content = reply.message.content;
@@ -381,9 +396,9 @@ export class CompactionManager {
     const bytes = historyUtf8Bytes(prepared);
     if (bytes > this.#proactiveThreshold) {
       prepared = Object.freeze([await this.#summarized(history, prepared)]);
-      this.#onSummary?.(bytes, historyUtf8Bytes(prepared));
+      quietly(() => this.#onSummary?.(bytes, historyUtf8Bytes(prepared)));
     }
-    this.#preparedSource = Object.freeze([...history]);
+    this.#preparedSource = Object.freeze(history.map(settled));
     this.#preparedHistory = prepared;
     return prepared;
   }
@@ -474,7 +489,8 @@ export class CompactionManager {
     const summary = parseCompactionSummary(JSON.stringify(await this.#summarizer.summarize(history)));
     const fields = { ...summary, transcript_path: transcript };
     const message = systemMessage(`${SUMMARY_LEAD}\n${stableJson(fields)}`);
-    if (Buffer.byteLength(message.content, "utf8") > DEFAULT_PROACTIVE_THRESHOLD_BYTES) {
+    // Measured as the threshold measures it (its JSON line): a summary past it would be summarized again next turn.
+    if (historyUtf8Bytes([message]) > DEFAULT_PROACTIVE_THRESHOLD_BYTES) {
       throw new CompactionError(`the summary is over ${DEFAULT_PROACTIVE_THRESHOLD_BYTES} bytes`);
     }
     return message;
@@ -532,15 +548,21 @@ export class CompactionManager {
       const cleaned = folder === undefined || removeCreatedArtifacts(folder, created);
       folder?.close();
       const reason = failureReason(error);
-      this.#onArtifact?.({
-        type: "failed",
-        reason: cleaned ? reason : `${reason}; and this batch's files could not all be removed`,
-      });
+      const notice = this.#onArtifact;
+      quietly(() =>
+        notice?.({
+          type: "failed",
+          reason: cleaned ? reason : `${reason}; and this batch's files could not all be removed`,
+        }),
+      );
       throw error instanceof CompactionError ? error : new CompactionError(reason, { cause: error });
     }
     folder.close();
     for (const [index, file] of files.entries()) {
-      this.#onArtifact?.({ type: "published", relativePath: published[index] as string, bytes: file.bytes.byteLength });
+      const notice = this.#onArtifact;
+      quietly(() =>
+        notice?.({ type: "published", relativePath: published[index] as string, bytes: file.bytes.byteLength }),
+      );
     }
     return published;
   }
@@ -556,6 +578,15 @@ export class CompactionManager {
       throw new ArtifactPathError("artifact id is not a safe name");
     }
     return id;
+  }
+}
+
+/** A notice for whoever listens: its failure must not turn a published batch into a failed one. */
+function quietly(notify: () => void): void {
+  try {
+    notify();
+  } catch {
+    // The CLI's lines only report what happened; the files and the results stand either way.
   }
 }
 
@@ -652,9 +683,24 @@ function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes: Buffe
   folder.confirm();
   const temp = folder.entry(`.${name}.${randomBytes(6).toString("hex")}.tmp`);
   const target = folder.entry(name);
-  const fd = openSync(temp, WRITE_NEW, 0o600);
+  let fd: number;
+  try {
+    fd = openSync(temp, WRITE_NEW, 0o600);
+  } catch (error) {
+    // The folder was removed since it was opened (a folder swapped back over it, say).
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    throw new ArtifactPathError("artifact folder moved while it was written", { cause: error });
+  }
+  const opened = fstatSync(fd, { bigint: true });
   try {
     try {
+      // Without a folder descriptor (macOS, Windows) the name was reached by path, and a folder swapped for a link
+      // just before sent the new file elsewhere: before a byte is written, the folder must still be the one that was
+      // checked and the new file the one at that name in it.
+      folder.confirm();
+      if (!sameFile(lstatSync(temp, { bigint: true, throwIfNoEntry: false }), opened)) {
+        throw new ArtifactPathError("artifact folder moved while it was written");
+      }
       for (let offset = 0; offset < bytes.byteLength;) offset += writeSync(fd, bytes, offset);
       fsyncSync(fd);
     } finally {
@@ -669,7 +715,8 @@ function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes: Buffe
       throw error;
     }
   } catch (error) {
-    removeQuietly(temp);
+    // Only the file this call made: the name may lead to someone else's by now.
+    if (sameFile(lstatSync(temp, { bigint: true, throwIfNoEntry: false }), opened)) removeQuietly(temp);
     throw error;
   }
   try {
@@ -689,6 +736,10 @@ function chmodQuietly(folder: Folder): void {
   } catch {
     // Windows has no such mode; the folder is still the user's own.
   }
+}
+
+function sameFile(a: BigIntStats | undefined, b: BigIntStats): boolean {
+  return a !== undefined && a.dev === b.dev && a.ino === b.ino;
 }
 
 /** Removes the files this batch published; false when one of them could not be removed. */
