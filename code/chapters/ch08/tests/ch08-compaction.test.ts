@@ -62,7 +62,7 @@ afterEach(async () => {
 /** 60,000 bytes of 3-byte characters: over the 30,000-byte threshold alone. */
 const BIG = "日志".repeat(10_000);
 /** 29,000 ASCII bytes: under the threshold, seven of them over the 200,000-byte batch budget. */
-const part = (n: number): string => `${String(n)}`.padEnd(29_000, "x");
+const part = (n: number): string => String(n).padEnd(29_000, "x");
 
 async function writeWorkspaceFiles(): Promise<void> {
   await writeFile(join(workspace, "big.log"), BIG, "utf8");
@@ -287,7 +287,9 @@ describe("the book's request path through buildAgent(P08)", () => {
     expect(childSecond.messages[0]?.content).toBe(DEFAULT_SUBAGENT_SYSTEM_PROMPT);
     expect(childSecond.messages.at(-1)).toEqual({ role: "tool", content: BIG, toolCallId: "child-read" });
     // The parent's task result (36,000 bytes) is saved, and only the reference is in its history.
-    expect(notices).toEqual([{ type: "published", relativePath: expect.stringMatching(ARTIFACT), bytes: 36_000 }]);
+    expect(notices).toEqual([
+      { type: "published", relativePath: expect.stringMatching(ARTIFACT) as unknown, bytes: 36_000 },
+    ]);
     const taskResult = result.history.find((message) => message.role === "tool");
     expect(taskResult?.content).toMatch(/^<persisted-tool-result>\n/);
     expect(artifactNames()).toHaveLength(1);

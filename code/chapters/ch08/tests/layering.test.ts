@@ -44,7 +44,13 @@ const SKILLS_EXTRA = new Set(["yaml", "node:fs", "node:fs/promises", "node:path"
  * into the workspace through the folder handles read_file's confined open uses, never through a link.
  */
 const COMPACTION_FEATURE = join("features", "compaction.ts");
-const COMPACTION_EXTRA = new Set(["node:crypto", "node:fs", "node:path", "../adapters/folder-handles.js"]);
+const COMPACTION_EXTRA = new Set([
+  "node:crypto",
+  "node:fs",
+  "node:fs/promises",
+  "node:path",
+  "../adapters/folder-handles.js",
+]);
 const EXCEPTIONS = new Map([
   [SKILLS_FEATURE, SKILLS_EXTRA],
   [COMPACTION_FEATURE, COMPACTION_EXTRA],

@@ -1,19 +1,16 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import {
   chmodSync,
-  closeSync,
   constants,
   fchmodSync,
-  fstatSync,
   fsyncSync,
   lstatSync,
   linkSync,
-  openSync,
   readlinkSync,
   unlinkSync,
-  writeSync,
   type BigIntStats,
 } from "node:fs";
+import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { folderAccess, type Folder, type FolderAccess } from "../adapters/folder-handles.js";
 import { systemMessage, toolMessage, userMessage, validateToolPairing } from "../core/messages.js";
@@ -538,7 +535,7 @@ export class CompactionManager {
       folder = ensureSafeDirectory(this.#workspace);
       for (const [index, file] of files.entries()) {
         const name = names[index] as string;
-        writeExclusiveAtomic(folder, name, file.bytes);
+        await writeExclusiveAtomic(folder, name, file.bytes);
         created.push(name);
         published.push([...ARTIFACT_FOLDERS, name].join("/"));
       }
@@ -672,26 +669,36 @@ function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAcc
   };
 }
 
-const WRITE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0);
+const WRITE_NEW =
+  constants.O_WRONLY |
+  constants.O_CREAT |
+  constants.O_EXCL |
+  ((constants as Partial<Record<string, number>>).O_NOFOLLOW ?? 0);
 
 /**
  * `name` appears only whole: the bytes go to a new temporary file (never an existing one, never through a link),
  * synced, then hard-linked to `name` (an existing `name` is a conflict, never overwritten). The temporary name is
  * removed before this returns, so the published file has one name, as read_file requires.
  */
-function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes: Buffer): void {
+async function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes: Buffer): Promise<void> {
   folder.confirm();
   const temp = folder.entry(`.${name}.${randomBytes(6).toString("hex")}.tmp`);
   const target = folder.entry(name);
-  let fd: number;
+  let file: FileHandle;
   try {
-    fd = openSync(temp, WRITE_NEW, 0o600);
+    file = await open(temp, WRITE_NEW, 0o600);
   } catch (error) {
     // The folder was removed since it was opened (a folder swapped back over it, say).
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     throw new ArtifactPathError("artifact folder moved while it was written", { cause: error });
   }
-  const opened = fstatSync(fd, { bigint: true });
+  let opened: BigIntStats;
+  try {
+    opened = await file.stat({ bigint: true });
+  } catch (error) {
+    await file.close();
+    throw error;
+  }
   try {
     try {
       // Without a folder descriptor (macOS, Windows) the name was reached by path, and a folder swapped for a link
@@ -701,10 +708,10 @@ function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes: Buffe
       if (!sameFile(lstatSync(temp, { bigint: true, throwIfNoEntry: false }), opened)) {
         throw new ArtifactPathError("artifact folder moved while it was written");
       }
-      for (let offset = 0; offset < bytes.byteLength;) offset += writeSync(fd, bytes, offset);
-      fsyncSync(fd);
+      await file.writeFile(bytes);
+      await file.sync();
     } finally {
-      closeSync(fd);
+      await file.close();
     }
     try {
       linkSync(temp, target);
