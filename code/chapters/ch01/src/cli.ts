@@ -6,7 +6,7 @@ import { AnswerInput } from "./cli/answer-input.js";
 import { askApproval } from "./cli/approval-question.js";
 import { wrapped } from "./cli/approval-view.js";
 import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
-import { progressListener } from "./cli/progress.js";
+import { modelTextRows, progressListener, showingModelText } from "./cli/progress.js";
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
@@ -74,7 +74,10 @@ export class TerminalAuthorizer implements ToolAuthorizer {
       return false;
     }
     // An ordinary call is the book's four lines; any other shows whole, page by page, its command or path last.
-    return (await askApproval(this.terminal, this.#answers, request)) === "approved";
+    const answer = await askApproval(this.terminal, this.#answers, request);
+    // Answered: the call's running time shows again while it runs.
+    this.terminal.resume();
+    return answer === "approved";
   }
 
   /** Releases stdin so the process can exit. */
@@ -116,10 +119,14 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const fromFile =
       options.promptFile === undefined ? undefined : await readPromptFile(resolve(base, options.promptFile));
     const replayed = script === undefined ? createModel(options, io, base, terminal) : replayModel(script.messages);
-    // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
-    const model =
-      demo === undefined || options.quiet
-        ? replayed
+    // The demo says what each step is for before its calls run; a real run (or a replay) shows what the model said
+    // beside its calls. Like the progress lines, --quiet leaves both out.
+    const model = options.quiet
+      ? replayed
+      : demo === undefined
+        ? showingModelText(replayed, (text) => {
+            for (const row of modelTextRows(text)) terminal.line(terminal.dim(row));
+          })
         : narrated(replayed, (text) => {
             for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
           });

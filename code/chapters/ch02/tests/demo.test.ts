@@ -63,18 +63,21 @@ afterEach(async () => {
   await Promise.all(demoRoots.splice(0).map((root) => rm(root, { recursive: true, force: true })));
 });
 
+/** What each of the four allowed calls returned, as its `✓ ok` row shows it: the first line of the result. */
+const PREVIEWS = ["Wrote 5 UTF-8 bytes to demo/note.txt", "Edited demo/note.txt", "gamma", "demo/note.txt"];
+
 /** Everything the demo prints on stderr without colour, from the workspace line to the temp-folder line. */
 function plainStderr(workspace: string): string {
   return [
     `演示工作区: ${workspace}`,
     CALLS[0],
-    "  ✓ ok",
+    `  ✓ ok  ${PREVIEWS[0]}`,
     CALLS[1],
-    "  ✓ ok",
+    `  ✓ ok  ${PREVIEWS[1]}`,
     CALLS[2],
-    "  ✓ ok",
+    `  ✓ ok  ${PREVIEWS[2]}`,
     CALLS[3],
-    "  ✓ ok",
+    `  ✓ ok  ${PREVIEWS[3]}`,
     SAY_OUTSIDE,
     CALLS[4],
     "  ✗ path_escape",
@@ -165,13 +168,13 @@ describe("the chapter 2 demo's narration", () => {
       [
         `演示工作区: ${workspace}`,
         CALLS[0],
-        ok,
+        `${ok}  ${PREVIEWS[0]}`,
         CALLS[1],
-        ok,
+        `${ok}  ${PREVIEWS[1]}`,
         CALLS[2],
-        ok,
+        `${ok}  ${PREVIEWS[2]}`,
         CALLS[3],
-        ok,
+        `${ok}  ${PREVIEWS[3]}`,
         `\u001b[2m${SAY_OUTSIDE}\u001b[0m`,
         CALLS[4],
         "  \u001b[31m✗ path_escape\u001b[0m",

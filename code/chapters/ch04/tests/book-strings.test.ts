@@ -630,7 +630,7 @@ describe("the book's chapter 3 strings", () => {
           `参数: ${NOTE.arguments}\n` +
           "允许本次调用? [y/N] " +
           `[Permission] write_file: ${audit}\n` +
-          (content === NOTE_WRITTEN ? "  ✓ ok\n" : "  ✗ denied\n"),
+          (content === NOTE_WRITTEN ? `  ✓ ok  ${NOTE_WRITTEN}\n` : "  ✗ denied\n"),
       });
       const second = servers.at(-1)?.requests[1] as { messages: unknown[] } | undefined;
       expect(second?.messages.at(-1)).toStrictEqual({ role: "tool", tool_call_id: NOTE.id, content });

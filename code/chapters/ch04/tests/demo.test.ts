@@ -111,6 +111,9 @@ async function demo(args: readonly string[]): Promise<{ status: number; stdout: 
   return { status: code, stdout, stderr };
 }
 
+/** Call A's row: the first of the paths glob found, sorted, and that more follow. */
+const GLOB_PREVIEW = "chapters/ch03/src/adapters/bounded-fetch.ts …";
+
 /** Everything the demo prints on stderr without colour, from the workspace line to the temp-folder line. */
 function plainStderr(workspace: string): string {
   return [
@@ -118,7 +121,7 @@ function plainStderr(workspace: string): string {
     SAY_A,
     CALL_A,
     GLOB_ALLOWED,
-    "  ✓ ok",
+    `  ✓ ok  ${GLOB_PREVIEW}`,
     SAY_B,
     CALL_B,
     NO_TTY,
@@ -232,7 +235,7 @@ describe("the chapter 3 demo's narration", () => {
         `\u001b[2m${SAY_A}\u001b[0m`,
         CALL_A,
         GLOB_ALLOWED,
-        "  \u001b[32m✓ ok\u001b[0m",
+        `  \u001b[32m✓ ok\u001b[0m  ${GLOB_PREVIEW}`,
         `\u001b[2m${SAY_B}\u001b[0m`,
         CALL_B,
         NO_TTY,

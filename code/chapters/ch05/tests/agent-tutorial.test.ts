@@ -250,13 +250,13 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect(lines).toEqual([
       "演示工作区: <ws>",
       calls[0],
-      "  ✓ ok",
+      "  ✓ ok  Wrote 5 UTF-8 bytes to demo/note.txt",
       calls[1],
-      "  ✓ ok",
+      "  ✓ ok  Edited demo/note.txt",
       calls[2],
-      "  ✓ ok",
+      "  ✓ ok  gamma",
       calls[3],
-      "  ✓ ok",
+      "  ✓ ok  demo/note.txt",
       narration[4],
       calls[4],
       "  ✗ path_escape",
@@ -289,7 +289,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       narration[0],
       calls[0],
       "[Permission] glob: allow (default) - No permission rule blocked the request",
-      "  ✓ ok",
+      "  ✓ ok  chapters/ch03/src/adapters/bounded-fetch.ts …",
       narration[1],
       calls[1],
       NO_TTY,
@@ -321,11 +321,11 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     const run = await unified(["run", "--chapter", "5", "--demo"]);
     const { workspace, lines } = demoOutput(run.stderr);
     expect(run.status).toBe(0);
-    const allowed = (tool: string): string[] => [
+    const allowed = (tool: string, preview: string): string[] => [
       `[Hook] PreToolUse: ${tool}`,
       `[Permission] ${tool}: allow (default) - No permission rule blocked the request`,
       `[Hook] PostToolUse: ${tool} -> ok`,
-      "  ✓ ok",
+      `  ✓ ok  ${preview}`,
     ];
     // Chapter 4's demo hooks are chapter 4's: here only the logging hooks run, so every allow is the policy's own.
     expect(lines).toEqual([
@@ -336,7 +336,8 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       '→ todo_write {"todos":[{"content":"  读取 README.md  ","status":"in_progress"}',
       '    | ,{"content":"写下运行步骤","status":"pending"},{"content":"总结验证步骤",',
       '    | "status":"pending"}]}',
-      ...allowed("todo_write"),
+      // todo_write answers with the snapshot as JSON, non-ASCII escaped: its preview shows the escapes.
+      ...allowed("todo_write", '{"todos":[{"content":"\\u8bfb\\u[省略 172 个字符]nding"}]}'),
       narration[1],
       calls[1],
       "  ✗ invalid_arguments",
@@ -348,16 +349,16 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       "  ✗ denied",
       narration[3],
       calls[3],
-      ...allowed("read_file"),
+      ...allowed("read_file", "# 演示工作区 …"),
       narration[4],
       calls[4],
-      ...allowed("glob"),
+      ...allowed("glob", "README.md"),
       "（这次请求末尾多了一条临时 system 提醒：Keep the TODO list current. Call todo_write with the complete task snapshot when the plan changes. 它只在这一次请求里，不进历史，也不进 transcript。）",
       narration[5],
       '→ todo_write {"todos":[{"content":"读取 README.md","status":"completed"},{"con',
       '    | tent":"写下运行步骤","status":"completed"},{"content":"总结验证步骤","sta',
       '    | tus":"completed"}]}',
-      ...allowed("todo_write"),
+      ...allowed("todo_write", '{"todos":[{"content":"\\u8bfb\\u[省略 174 个字符]leted"}]}'),
       "[Hook] Stop",
       ROOT_LINE,
       "",

@@ -8,13 +8,14 @@ import { wrapped } from "./cli/approval-view.js";
 import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
 import { demoHooks } from "./cli/demo-hooks.js";
 import { liveHooks } from "./cli/live-hooks.js";
-import { progressListener, SUBAGENT_LEAD } from "./cli/progress.js";
+import { modelTextRows, progressListener, showingModelText, SUBAGENT_LEAD } from "./cli/progress.js";
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
 import { readTranscript, recordReplies, replayedTurns, writeTranscript, type RecordedReply } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
+import { DEFAULT_SUBAGENT_SYSTEM_PROMPT } from "./features/subagents.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
 import type { HookRegistry } from "./core/hooks.js";
 import { AgentRunError, type AgentRunner } from "./core/loop.js";
@@ -89,6 +90,8 @@ export class TerminalApprovalProvider implements ApprovalProvider {
       reason: request.proposedDecision?.reason ?? "",
       arguments: request.prepared.arguments,
     });
+    // Answered: the call's running time shows again while it runs.
+    this.terminal.resume();
     if (answer === "unshowable") {
       return new PermissionDecision("deny", UNSHOWABLE_REASON, "terminal-approval");
     }
@@ -157,10 +160,15 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
       turns === undefined
         ? createModel(options, io, base, terminal)
         : replayModel(turns.turns, { cutShort: turns.cutShort, subagentTurns: turns.subagentTurns });
-    // The demo says what each step is for before its calls run; like the progress lines, --quiet leaves it out.
-    const shown =
-      demo === undefined || options.quiet
-        ? replayed
+    // The demo says what each step is for before its calls run; a real run (or a replay) shows what the model said
+    // beside its calls, a subagent's marked as its progress rows are. Like the progress lines, --quiet leaves both out.
+    const shown = options.quiet
+      ? replayed
+      : demo === undefined
+        ? showingModelText(replayed, (text, request) => {
+            const lead = request.messages[0]?.content === DEFAULT_SUBAGENT_SYSTEM_PROMPT ? SUBAGENT_LEAD : "";
+            for (const row of modelTextRows(text)) terminal.line(terminal.dim(`${lead}${row}`));
+          })
         : narrated(replayed, (text) => {
             for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
           });

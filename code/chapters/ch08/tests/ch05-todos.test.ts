@@ -895,7 +895,9 @@ describe("rule 19: the book's step 2 on stderr", () => {
     expect(hookOrAudit(full.stderr)).toEqual(BOOK_STEP_2);
     expect(full.stderr).not.toContain("允许本次调用");
     // Our progress rows sit between the book's lines.
-    expect(full.stderr).toContain(`${BOOK_STEP_2[3] ?? ""}\n  ✓ ok\n`);
+    expect(full.stderr).toContain(
+      `${BOOK_STEP_2[3] ?? ""}\n  ✓ ok  {"todos":[{"content":"\\u8bfb\\u[省略 31 个字符]ogress"}]}\n`,
+    );
     const quiet = await ch05(["--prompt", prompt, "--quiet"], envFor(await provider(script)));
     expect(quiet).toEqual({ code: 0, stdout: "运行 npm run ch05。\n", stderr: `${BOOK_STEP_2.join("\n")}\n` });
   });

@@ -440,12 +440,12 @@ describe("rule 15: the book's step 2 on stderr", () => {
       ...BOOK_STEP_2.slice(1, 4),
       '子 Agent → read_file {"path":"README.md"}',
       ...BOOK_STEP_2.slice(4, 7),
-      "子 Agent   ✓ ok",
+      "子 Agent   ✓ ok  # Demo",
       '子 Agent → glob {"pattern":"*.md"}',
       ...BOOK_STEP_2.slice(7, 10),
-      "子 Agent   ✓ ok",
+      "子 Agent   ✓ ok  README.md",
       ...BOOK_STEP_2.slice(10, 12),
-      "  ✓ ok",
+      "  ✓ ok  只有 README.md，没有测试框架的文件证据。",
       BOOK_STEP_2[12],
       "",
     ]);
@@ -453,7 +453,7 @@ describe("rule 15: the book's step 2 on stderr", () => {
     expect(progress.filter((line) => line.startsWith("子 Agent "))).toHaveLength(4);
     expect(progress.filter((line) => !line.startsWith("子 Agent "))).toEqual([
       '→ task {"description":"检查本项目使用的测试框架"}',
-      "  ✓ ok",
+      "  ✓ ok  只有 README.md，没有测试框架的文件证据。",
     ]);
   });
 });

@@ -433,7 +433,7 @@ describe("runCli against a loopback model", () => {
       expect(run).toStrictEqual({
         code: 0,
         stdout: "命令执行成功，输出是 42。\n",
-        stderr: `→ shell {"command":"Write-Output 42"}\n${askLines("Write-Output 42")}[Permission] shell: allow (terminal-approval) - User approved this tool call\n  ✓ ok\n`,
+        stderr: `→ shell {"command":"Write-Output 42"}\n${askLines("Write-Output 42")}[Permission] shell: allow (terminal-approval) - User approved this tool call\n  ✓ ok  42\n`,
       });
       expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
         role: "tool",
@@ -527,6 +527,8 @@ describe("runCli against a loopback model", () => {
 
 describe("runCli with chapter 3's policy over the file tools", () => {
   const WRITE = { id: "call_w", name: "write_file", arguments: '{"path":"notes/a.txt","content":"hi\\n"}' };
+  /** What the write answers, as its `✓ ok` row shows it. */
+  const WROTE = "Wrote 3 UTF-8 bytes to notes/a.txt";
   const ESCAPE = { id: "call_x", name: "write_file", arguments: '{"path":"../outside.txt","content":"leak"}' };
   const askWrite = [
     "工具调用需要批准: write_file",
@@ -546,7 +548,7 @@ describe("runCli with chapter 3's policy over the file tools", () => {
     expect(run).toStrictEqual({
       code: 0,
       stdout: "Wrote it.\n",
-      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: allow (terminal-approval) - User approved this tool call\n  ✓ ok\n`,
+      stderr: `→ write_file ${WRITE.arguments}\n${askWrite}[Permission] write_file: allow (terminal-approval) - User approved this tool call\n  ✓ ok  ${WROTE}\n`,
     });
     expect(await readFile(join(workspace, "notes", "a.txt"), "utf8")).toBe("hi\n");
     expect((server.requests[1] as { messages: unknown[] }).messages.at(-1)).toStrictEqual({
@@ -656,7 +658,7 @@ describe("runCli with chapter 3's policy over the file tools", () => {
       code: 0,
       stdout: "Wrote, did not list.\n",
       stderr:
-        `→ write_file ${WRITE.arguments}\n  ✓ ok\n` +
+        `→ write_file ${WRITE.arguments}\n  ✓ ok  ${WROTE}\n` +
         `→ shell ${LIST.arguments}\n${askLines("Get-ChildItem")}  ✗ denied\n`,
     });
     expect(await readFile(join(workspace, "notes", "a.txt"), "utf8")).toBe("hi\n");
@@ -700,6 +702,26 @@ describe("runCli --replay", () => {
       stderr: `→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
     });
     expect(server.requests).toHaveLength(2);
+  });
+
+  it("shows what the model said beside its calls before they run, marked where it begins like a CLI line; --quiet does not", async () => {
+    const cwd = await tempFolder();
+    const said = "先列出文件。\n[Permission] shell: allow (user) - forged";
+    const turns = {
+      chapter: 1,
+      messages: [
+        { role: "user", content: "List the files" },
+        { role: "assistant", content: said, tool_calls: [wireCall] },
+        { role: "assistant", content: "Replayed answer." },
+      ],
+    };
+    await writeFile(join(cwd, "replay.json"), JSON.stringify(turns));
+    expect(await cli(["--replay", "replay.json"], { cwd })).toStrictEqual({
+      code: 0,
+      stdout: "Replayed answer.\n",
+      stderr: `先列出文件。\n(回答) [Permission] shell: allow (user) - forged\n→ shell ${LIST.arguments}\n${NO_TTY_DENIAL}\n  ✗ denied\n`,
+    });
+    expect((await cli(["--replay", "replay.json", "--quiet"], { cwd })).stderr).toBe(`${NO_TTY_DENIAL}\n`);
   });
 
   it("with fewer assistant turns than the run needs, exits 1 naming the missing turn", async () => {

@@ -1,14 +1,65 @@
 import type { AgentEvent } from "../core/agent-events.js";
-import { progressRows } from "./approval-view.js";
+import type { ModelClient, ModelRequest } from "../core/model.js";
+import { progressRows, shownText, wrapped } from "./approval-view.js";
 import type { Terminal } from "./terminal.js";
-import { oneLine } from "./visible.js";
+import { oneLine, shownAnswer, wrapsIntoCliLine } from "./visible.js";
 
 /** Marks a subagent's progress rows and status (chapter 6): its turns and calls interleave with the parent's. */
 export const SUBAGENT_LEAD = "子 Agent ";
 
+/** Columns of a result's preview: with `  ✓ ok  ` before it, one row of an 80-column terminal. */
+export const PREVIEW_COLUMNS = 56;
+/** How much of a result is read for its preview: a 10 MiB file's first line needs no more. */
+const PREVIEW_SCAN = 4096;
+
 /**
- * Shows each step as it happens: waiting on the model, each tool call, and how it ended. `lead` starts every row
- * and status of this listener's run (`SUBAGENT_LEAD` for a child's).
+ * What a tool returned, at a glance: its first line that is not blank, escaped and cut to `PREVIEW_COLUMNS`, and
+ * ` …` when more follows. The model reads the whole result; this only tells the person it was the expected one.
+ */
+export function resultPreview(content: string): string {
+  const head = content.slice(0, PREVIEW_SCAN);
+  const lines = head.split("\n");
+  const index = lines.findIndex((line) => line.trim() !== "");
+  if (index === -1) return "";
+  const first = (lines[index] as string).trim();
+  const rest = lines.slice(index + 1).some((line) => line.trim() !== "") || content.length > PREVIEW_SCAN;
+  return `${shownText(first, PREVIEW_COLUMNS)}${rest ? " …" : ""}`;
+}
+
+/** `model`, passing what it says beside its tool calls to `say` as the reply arrives, before the calls run. */
+export function showingModelText(model: ModelClient, say: (text: string, request: ModelRequest) => void): ModelClient {
+  return {
+    async complete(request) {
+      const reply = await model.complete(request);
+      const { content, toolCalls } = reply.message;
+      if (toolCalls.length > 0 && content !== null && content.trim() !== "") say(content, request);
+      return reply;
+    },
+  };
+}
+
+/** Rows of the model's words beside its tool calls a run shows; the rest is counted, not shown. */
+export const MODEL_TEXT_ROWS = 12;
+/** Code units of those words read at all: a reply of megabytes is not drawn, only its start. */
+const MODEL_TEXT_SCAN = 4000;
+
+/**
+ * What the model said beside its tool calls, as rows for the terminal: marked where a line begins like one of the
+ * CLI's own (as the answer is), cut into rows of our own where the terminal could wrap it into one, and at most
+ * `MODEL_TEXT_ROWS` of them.
+ */
+export function modelTextRows(text: string): string[] {
+  const rows = shownAnswer(text.slice(0, MODEL_TEXT_SCAN).trim())
+    .split("\n")
+    .flatMap((line) => (wrapsIntoCliLine(line) ? wrapped(line, 0) : [line]));
+  if (rows.length <= MODEL_TEXT_ROWS && text.length <= MODEL_TEXT_SCAN) return rows;
+  const left = rows.length - MODEL_TEXT_ROWS;
+  return [...rows.slice(0, MODEL_TEXT_ROWS), left > 0 ? `(还有 ${left} 行未显示)` : "(后面还有, 未显示)"];
+}
+
+/**
+ * Shows each step as it happens: waiting on the model, each tool call, how long it has run, and how it ended.
+ * `lead` starts every row and status of this listener's run (`SUBAGENT_LEAD` for a child's).
  */
 export function progressListener(terminal: Terminal, lead = ""): (event: AgentEvent) => void {
   return (event) => {
@@ -19,11 +70,15 @@ export function progressListener(terminal: Terminal, lead = ""): (event: AgentEv
       case "tool_call":
         // The model's name and arguments, bounded like the approval's view of them.
         for (const row of progressRows(event.call.name, event.call.arguments, lead)) terminal.line(row);
+        terminal.busy(`${lead}运行中: ${shownText(event.call.name, 24)}`);
         return;
       case "tool_result": {
         const { result } = event;
-        if (!result.isError) terminal.line(`${lead}  ${terminal.green("✓ ok")}`);
-        else if (result.errorCode === "permission_denied") terminal.line(`${lead}  ${terminal.yellow("✗ denied")}`);
+        terminal.idle();
+        if (!result.isError) {
+          const preview = resultPreview(result.content);
+          terminal.line(`${lead}  ${terminal.green("✓ ok")}${preview === "" ? "" : `  ${preview}`}`);
+        } else if (result.errorCode === "permission_denied") terminal.line(`${lead}  ${terminal.yellow("✗ denied")}`);
         else terminal.line(`${lead}  ${terminal.red(`✗ ${oneLine(result.errorCode ?? "error")}`)}`);
         return;
       }
