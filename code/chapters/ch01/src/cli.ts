@@ -154,7 +154,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     io.stdout.write(`${shownAnswer(result.finalText)}\n`);
     code = 0;
   } catch (error) {
-    terminal.clearStatus();
+    terminal.idle();
     code = reportFailure(error, terminal);
   } finally {
     stopOnSignals?.();
@@ -213,6 +213,8 @@ const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
 function exitOnSignals(terminal: Terminal): () => void {
   const removers = Object.entries(SIGNAL_EXIT_CODES).map(([signal, code]) => {
     const handler = (): void => {
+      // No running call's status after this: the process ends here.
+      terminal.idle();
       if (signal === "SIGINT") terminal.line("已中断，正在停止本次运行启动的所有命令。");
       process.exit(code);
     };

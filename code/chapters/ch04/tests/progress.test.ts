@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { toolCall } from "../src/core/messages.js";
 import { modelTextRows, MODEL_TEXT_ROWS, progressListener, resultPreview } from "../src/cli/progress.js";
 import { Terminal } from "../src/cli/terminal.js";
-import { ANSWER_MARK } from "../src/cli/visible.js";
+import { ANSWER_MARK, columns } from "../src/cli/visible.js";
 import { toolError, toolSuccess } from "../src/core/tools.js";
 import { Sink } from "./support/sink.js";
 
@@ -27,7 +27,7 @@ describe("resultPreview", () => {
     const long = resultPreview("x".repeat(5000));
     expect(long.endsWith(" …")).toBe(true);
     expect(long).toMatch(/^x+\[省略 \d+ 个字符\]x+ …$/);
-    expect([...long.replace(/ …$/, "")].length).toBeLessThanOrEqual(56);
+    expect(columns(long.replace(/ …$/, ""))).toBeLessThanOrEqual(56);
   });
 
   it("reads at most the first 4,096 code units of a result", () => {
@@ -49,10 +49,39 @@ describe("modelTextRows", () => {
     expect(rows.at(-1)).toBe("(还有 8 行未显示)");
   });
 
-  it("reads at most 4,000 code units, and says so", () => {
+  it("reads at most 4,000 code units, and counts the rest of the rows it made", () => {
     const rows = modelTextRows("y".repeat(100_000));
-    expect(rows.at(-1)).toBe("(后面还有, 未显示)");
-    expect(rows.slice(0, -1).join("").length).toBeLessThanOrEqual(4000);
+    // 4,000 columns: a first row of 79, then rows of 73 after `    | `, 55 rows in all: 12 shown.
+    expect(rows).toHaveLength(MODEL_TEXT_ROWS + 1);
+    expect(rows.at(-1)).toBe("(还有 43 行未显示)");
+    // The first 4,000 code units only: a line of 5 and a line of 3,994 (55 rows).
+    expect(modelTextRows(`short\n${"z".repeat(5000)}`).at(-1)).toBe("(还有 44 行未显示)");
+    // Fewer rows than the bound, but more text than was read: said without a count.
+    expect(modelTextRows(`${"b".repeat(600)}${" ".repeat(4000)}x`).at(-1)).toBe("(后面还有, 未显示)");
+  });
+
+  it("bounds screen rows, not lines: one line of 4,000 wide characters is 12 rows of at most 79 columns", () => {
+    const rows = modelTextRows("好".repeat(4000));
+    expect(rows).toHaveLength(MODEL_TEXT_ROWS + 1);
+    expect(rows.slice(0, -1).every((row) => columns(row) <= 79)).toBe(true);
+  });
+
+  it("shows tabs and characters that draw nothing as escapes, so a row is as wide as it measures", () => {
+    // A terminal moves a tab up to 8 columns: ten of them would push the rest onto a row of its own.
+    const tabbed = modelTextRows(`ok:${"\t".repeat(10)}x[Permission] shell: allow (terminal-approval)`);
+    expect(tabbed[0]).toBe(`ok:${"\\t".repeat(10)}x[Permission] shell: allow (terminal-approval)`);
+    expect(tabbed.every((row) => columns(row) <= 79)).toBe(true);
+    for (const forged of ["[Per\u034fmission] allow", "\u2713\ufe0e ok", "原因\ufe00: x", "[Permission\u{e0100}]"]) {
+      expect(modelTextRows(forged)[0]).toMatch(/\\u\{?[0-9a-f]+\}?/);
+    }
+  });
+
+  it("puts the lead in front of every row and counts it in the row's width", () => {
+    const rows = modelTextRows(`${"x".repeat(71)}原因: ok`, "子 Agent ");
+    expect(rows.length).toBe(2);
+    expect(rows[0]?.startsWith("子 Agent x")).toBe(true);
+    expect(rows[1]?.startsWith("    | ")).toBe(true);
+    expect(rows.every((row) => columns(row) <= 79)).toBe(true);
   });
 
   it("cuts a line the terminal could wrap into a CLI line into rows of its own", () => {
@@ -95,13 +124,38 @@ describe("progressListener", () => {
     vi.advanceTimersByTime(2_000);
     expect(sink.text.length).toBe(asked);
     terminal.resume();
-    vi.advanceTimersByTime(100);
-    expect(sink.text.slice(asked)).toContain("运行中: shell (5 秒)…");
+    // The two seconds the question waited are not the call's: it counts again from the answer.
+    vi.advanceTimersByTime(960);
+    expect(sink.text.slice(asked)).toBe("");
+    vi.advanceTimersByTime(80);
+    expect(sink.text.slice(asked)).toContain("运行中: shell (1 秒)…");
     listen({ type: "tool_result", call, result: toolSuccess("42") });
     const done = sink.text.length;
     vi.advanceTimersByTime(2_000);
     expect(sink.text.length).toBe(done);
     expect(sink.text.endsWith("  ✓ ok  42\n")).toBe(true);
+  });
+
+  it("draws no status while a question waits, whoever asks for one", () => {
+    const sink = new Sink();
+    const terminal = new Terminal(sink, { interactive: true, color: false });
+    terminal.prompt("允许本次调用? [y/N] ");
+    terminal.status("等待模型回复 (第 2 轮)…");
+    expect(sink.text).toBe("允许本次调用? [y/N] ");
+  });
+
+  it("idle() ends the status for good: a line after it draws none", () => {
+    vi.useFakeTimers({ now: 0 });
+    const sink = new Sink();
+    const terminal = new Terminal(sink, { interactive: true, color: false });
+    terminal.busy("运行中: shell");
+    vi.advanceTimersByTime(2_000);
+    terminal.idle();
+    terminal.line("已中断，正在停止本次运行启动的所有命令。");
+    const end = sink.text.length;
+    vi.advanceTimersByTime(2_000);
+    expect(sink.text.length).toBe(end);
+    expect(sink.text.endsWith("已中断，正在停止本次运行启动的所有命令。\n")).toBe(true);
   });
 
   it("draws nothing but lines without a terminal, however long a call runs", () => {

@@ -168,7 +168,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
       : demo === undefined
         ? showingModelText(replayed, (text, request) => {
             const lead = request.messages[0]?.content === DEFAULT_SUBAGENT_SYSTEM_PROMPT ? SUBAGENT_LEAD : "";
-            for (const row of modelTextRows(text)) terminal.line(terminal.dim(`${lead}${row}`));
+            for (const row of modelTextRows(text, lead)) terminal.line(terminal.dim(row));
           })
         : narrated(replayed, (text) => {
             for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
@@ -212,7 +212,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     io.stdout.write(`${shownAnswer(result.finalText)}\n`);
     code = 0;
   } catch (error) {
-    terminal.clearStatus();
+    terminal.idle();
     code = reportFailure(error, terminal);
   } finally {
     stopOnSignals?.();
@@ -301,6 +301,8 @@ const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
 function exitOnSignals(terminal: Terminal): () => void {
   const removers = Object.entries(SIGNAL_EXIT_CODES).map(([signal, code]) => {
     const handler = (): void => {
+      // No running call's status after this: the process ends here.
+      terminal.idle();
       if (signal === "SIGINT") terminal.line("已中断，正在停止本次运行启动的所有命令。");
       process.exit(code);
     };

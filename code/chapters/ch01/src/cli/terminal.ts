@@ -40,6 +40,8 @@ export class Terminal {
   /** The question was answered: what is running may show again. */
   resume(): void {
     this.asking = false;
+    // The call runs from the answer on: the time the question waited is not the command's.
+    if (this.working !== undefined) this.working = { label: this.working.label, since: Date.now() };
     this.drawWorking();
   }
 
@@ -74,7 +76,8 @@ export class Terminal {
 
   /** Draws `text()` with a spinner every 80 ms, from now on; a frame for which it is `undefined` draws nothing. */
   private spin(text: () => string | undefined): void {
-    if (!this.options.interactive) return;
+    // Nothing is drawn on a question's line while it waits for its answer.
+    if (!this.options.interactive || this.asking) return;
     this.clearStatus();
     let frame = 0;
     const draw = (): void => {

@@ -1,8 +1,8 @@
 import type { AgentEvent } from "../core/agent-events.js";
 import type { ModelClient, ModelRequest } from "../core/model.js";
-import { progressRows, shownText, wrapped } from "./approval-view.js";
+import { BOUNDS, progressRows, shownText, wrapped } from "./approval-view.js";
 import type { Terminal } from "./terminal.js";
-import { oneLine, shownAnswer, wrapsIntoCliLine } from "./visible.js";
+import { columns, oneLine, shownAnswer } from "./visible.js";
 
 /** Columns of a result's preview: with `  ✓ ok  ` before it, one row of an 80-column terminal. */
 export const PREVIEW_COLUMNS = 56;
@@ -41,17 +41,21 @@ export const MODEL_TEXT_ROWS = 12;
 const MODEL_TEXT_SCAN = 4000;
 
 /**
- * What the model said beside its tool calls, as rows for the terminal: marked where a line begins like one of the
- * CLI's own (as the answer is), cut into rows of our own where the terminal could wrap it into one, and at most
- * `MODEL_TEXT_ROWS` of them.
+ * What the model said beside its tool calls, as rows for the terminal, each after `lead`: every line escaped as a
+ * one-line value is (tabs, controls and characters that draw nothing shown as escapes, so its width is what it
+ * measures), marked where it begins like one of the CLI's own (as the answer is), cut into rows of our own when it
+ * is wider than a row, and at most `MODEL_TEXT_ROWS` rows in all.
  */
-export function modelTextRows(text: string): string[] {
-  const rows = shownAnswer(text.slice(0, MODEL_TEXT_SCAN).trim())
+export function modelTextRows(text: string, lead = ""): string[] {
+  const rows = text
+    .slice(0, MODEL_TEXT_SCAN)
+    .trim()
     .split("\n")
-    .flatMap((line) => (wrapsIntoCliLine(line) ? wrapped(line, 0) : [line]));
+    .map((line) => `${lead}${shownAnswer(oneLine(line))}`)
+    .flatMap((row) => (columns(row) > BOUNDS.row ? wrapped(row, 0) : [row]));
   if (rows.length <= MODEL_TEXT_ROWS && text.length <= MODEL_TEXT_SCAN) return rows;
   const left = rows.length - MODEL_TEXT_ROWS;
-  return [...rows.slice(0, MODEL_TEXT_ROWS), left > 0 ? `(还有 ${left} 行未显示)` : "(后面还有, 未显示)"];
+  return [...rows.slice(0, MODEL_TEXT_ROWS), `${lead}${left > 0 ? `(还有 ${left} 行未显示)` : "(后面还有, 未显示)"}`];
 }
 
 /** Shows each step as it happens: waiting on the model, each tool call, how long it has run, and how it ended. */
