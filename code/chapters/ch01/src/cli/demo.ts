@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ModelClient } from "../core/model.js";
+import { showingModelText } from "./progress.js";
 import type { Transcript } from "./transcript.js";
 import { readTranscript } from "./transcript.js";
 
@@ -39,12 +40,5 @@ export async function prepareDemo(chapter: number): Promise<DemoSetup> {
  * as the turn is replayed, before its calls run. The closing turn's text is the answer, not narration.
  */
 export function narrated(model: ModelClient, say: (text: string) => void): ModelClient {
-  return {
-    async complete(request) {
-      const reply = await model.complete(request);
-      const { content, toolCalls } = reply.message;
-      if (toolCalls.length > 0 && content !== null && content.trim() !== "") say(content);
-      return reply;
-    },
-  };
+  return showingModelText(model, (text) => say(text));
 }

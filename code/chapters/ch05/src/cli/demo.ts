@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ModelClient } from "../core/model.js";
+import { showingModelText } from "./progress.js";
 import { TODO_STALE_REMINDER } from "../features/todos.js";
 import type { Transcript } from "./transcript.js";
 import { readTranscript } from "./transcript.js";
@@ -51,14 +52,13 @@ export const REMINDER_NARRATION = `（这次请求末尾多了一条临时 syste
  * A request that ends with chapter 5's stale-plan reminder is said first, in `REMINDER_NARRATION`.
  */
 export function narrated(model: ModelClient, say: (text: string) => void): ModelClient {
+  // The scripted turns' own words, as a real run shows a model's.
+  const replies = showingModelText(model, (text) => say(text));
   return {
-    async complete(request) {
+    complete(request) {
       const last = request.messages.at(-1);
       if (last?.role === "system" && last.content === TODO_STALE_REMINDER) say(REMINDER_NARRATION);
-      const reply = await model.complete(request);
-      const { content, toolCalls } = reply.message;
-      if (toolCalls.length > 0 && content !== null && content.trim() !== "") say(content);
-      return reply;
+      return replies.complete(request);
     },
   };
 }

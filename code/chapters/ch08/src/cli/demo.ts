@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ModelClient } from "../core/model.js";
+import { showingModelText } from "./progress.js";
 import { SUMMARY_SYSTEM_PROMPT } from "../features/compaction.js";
 import { DEFAULT_SUBAGENT_SYSTEM_PROMPT } from "../features/subagents.js";
 import { TODO_STALE_REMINDER } from "../features/todos.js";
@@ -88,17 +89,16 @@ export const SUBAGENT_NARRATION = "（子 Agent 的第一次请求只有 2 条�
  * subagent's first request (its own system prompt and the task, nothing else) in `SUBAGENT_NARRATION`.
  */
 export function narrated(model: ModelClient, say: (text: string) => void): ModelClient {
+  // The scripted turns' own words, as a real run shows a model's.
+  const replies = showingModelText(model, (text) => say(text));
   return {
-    async complete(request) {
+    complete(request) {
       const last = request.messages.at(-1);
       if (last?.role === "system" && last.content === TODO_STALE_REMINDER) say(REMINDER_NARRATION);
       const [first] = request.messages;
       if (request.messages.length === 2 && first?.content === DEFAULT_SUBAGENT_SYSTEM_PROMPT) say(SUBAGENT_NARRATION);
       if (first?.content === SUMMARY_SYSTEM_PROMPT) say(SUMMARY_NARRATION);
-      const reply = await model.complete(request);
-      const { content, toolCalls } = reply.message;
-      if (toolCalls.length > 0 && content !== null && content.trim() !== "") say(content);
-      return reply;
+      return replies.complete(request);
     },
   };
 }
