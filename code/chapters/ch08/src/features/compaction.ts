@@ -140,17 +140,20 @@ export function snipCompactHistory(
   history: readonly ChatMessage[],
   options: { readonly maxGroups?: number; readonly keepHeadGroups?: number } = {},
 ): readonly ChatMessage[] {
-  const maxGroups = options.maxGroups ?? DEFAULT_SNIP_MAX_GROUPS;
-  const keepHead = options.keepHeadGroups ?? DEFAULT_SNIP_KEEP_HEAD_GROUPS;
   const groups = validatedGroups(history);
-  if (groups.length <= maxGroups) return Object.freeze([...history]);
+  const maxGroups = options.maxGroups ?? DEFAULT_SNIP_MAX_GROUPS;
+  return Object.freeze(snipGroups(groups, maxGroups, options.keepHeadGroups ?? DEFAULT_SNIP_KEEP_HEAD_GROUPS).flat());
+}
+
+function snipGroups(groups: readonly MessageGroup[], maxGroups: number, keepHead: number): readonly MessageGroup[] {
+  if (groups.length <= maxGroups) return groups;
   const keepTail = maxGroups - keepHead - 1;
   const omitted = groups.length - keepHead - keepTail;
-  return Object.freeze([
-    ...groups.slice(0, keepHead).flat(),
-    systemMessage(`[Compacted: ${omitted} message groups omitted]`),
-    ...groups.slice(groups.length - keepTail).flat(),
-  ]);
+  return [
+    ...groups.slice(0, keepHead),
+    [systemMessage(`[Compacted: ${omitted} message groups omitted]`)],
+    ...groups.slice(groups.length - keepTail),
+  ];
 }
 
 /** Every tool result before the last `keepRecentToolGroups` tool groups becomes the placeholder; calls stay. */
@@ -158,8 +161,11 @@ export function microCompactHistory(
   history: readonly ChatMessage[],
   options: { readonly keepRecentToolGroups?: number } = {},
 ): readonly ChatMessage[] {
-  const keep = options.keepRecentToolGroups ?? DEFAULT_KEEP_RECENT_TOOL_GROUPS;
   const groups = validatedGroups(history);
+  return microGroups(groups, options.keepRecentToolGroups ?? DEFAULT_KEEP_RECENT_TOOL_GROUPS);
+}
+
+function microGroups(groups: readonly MessageGroup[], keep: number): readonly ChatMessage[] {
   let toolGroupsLeft = groups.filter(isToolGroup).length - keep;
   return Object.freeze(
     groups.flatMap((group) => {
@@ -385,11 +391,9 @@ export class CompactionManager {
       source !== undefined && cached !== undefined && historyStartsWith(history, source)
         ? [...cached, ...history.slice(source.length)]
         : history;
-    const snipped = snipCompactHistory(base, {
-      maxGroups: this.#snipMaxGroups,
-      keepHeadGroups: this.#snipKeepHeadGroups,
-    });
-    let prepared = microCompactHistory(snipped, { keepRecentToolGroups: this.#keepRecentToolGroups });
+    // Grouped (and its pairing checked) once; snip then micro keep or change whole groups.
+    const snipped = snipGroups(validatedGroups(base), this.#snipMaxGroups, this.#snipKeepHeadGroups);
+    let prepared = microGroups(snipped, this.#keepRecentToolGroups);
     const bytes = historyUtf8Bytes(prepared);
     if (bytes > this.#proactiveThreshold) {
       prepared = Object.freeze([await this.#summarized(history, prepared)]);
