@@ -7,12 +7,15 @@
 //     experiment turns red) are not counts of the gate and are left alone.
 // It also holds chapters/*.md, README.md and docs/*.md to the writing rules of doc-rules.ts: no line numbers,
 // no `npm run` of a script the root package.json lacks, no pointers to SPEC or issues, and `npm run -s`
-// wherever a command pipes or redirects npm's output.
+// wherever a command pipes or redirects npm's output. And it holds each guide's hands-on experiments to the record
+// `npm run verify:experiments -- --write` made (docs/experiments.json, see scripts/experiments/claims.ts).
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { docProblems } from "./doc-rules.js";
+import { chapterExperimentProblems } from "./experiments/claims.js";
+import { readRecord } from "./experiments/record.js";
 import { timingProblems } from "./gate-timing.js";
 import { costProblems } from "./test-plan/cost.js";
 import { countKey, readCountCache, writeCountCache, type GateCounts } from "./test-plan/count-cache.js";
@@ -142,7 +145,7 @@ export function docFiles(repo: string): string[] {
 export function verifyGuides(
   repo: string,
   counts: GateCounts,
-): { guides: string[]; docs: string[]; problems: string[] } {
+): { guides: string[]; docs: string[]; problems: string[]; notes: string[] } {
   const guides = readdirSync(join(repo, "chapters")).filter((name) => /^ch\d\d\.md$/.test(name));
   const problems = guides.flatMap((name) =>
     guideProblems(
@@ -161,18 +164,33 @@ export function verifyGuides(
   if (cost.length > 0) problems.push("Docs state test-plan costs the plan does not have:", ...cost);
   const timing = timingProblems(repo);
   if (timing.length > 0) problems.push("Docs state gate times that were not measured:", ...timing);
-  return { guides, docs, problems };
+  const record = readRecord(repo);
+  const experiments = guides.map((name) =>
+    chapterExperimentProblems(
+      repo,
+      name.slice(0, 4),
+      readFileSync(join(repo, "chapters", name), "utf8"),
+      record[name.slice(0, 4)],
+    ),
+  );
+  const experimentProblems = experiments.flatMap((chapter) => chapter.problems);
+  if (experimentProblems.length > 0) {
+    problems.push("Guides' experiments disagree with docs/experiments.json or the code:", ...experimentProblems);
+  }
+  return { guides, docs, problems, notes: experiments.flatMap((chapter) => chapter.notes) };
 }
 
 /** Prints what `verifyGuides` found; false when anything disagrees. */
 export function reportGuides(repo: string, counts: GateCounts): boolean {
-  const { guides, docs, problems } = verifyGuides(repo, counts);
+  const { guides, docs, problems, notes } = verifyGuides(repo, counts);
+  for (const note of notes) console.log(`Note: ${note}`);
   if (problems.length > 0) {
     console.error(problems.map((line) => (line.endsWith(":") ? line : `- ${line}`)).join("\n"));
     return false;
   }
   console.log(`Guides' test counts match the gates (${guides.join(", ")}).`);
   console.log(`Guides and docs keep the writing rules (${docs.length} files).`);
+  console.log("Guides' experiments apply to the code and state the numbers docs/experiments.json records.");
   return true;
 }
 

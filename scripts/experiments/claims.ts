@@ -1,0 +1,118 @@
+// What verify:guides checks of the guides' experiments without running one: every edit still applies to the
+// snapshot as the guide shows it, every 变红 number and per-file claim is the record's (docs/experiments.json), and
+// the guide names the commit, date and gate size the record was measured at. A record whose tests' inputs changed
+// since is reported as a note, not a failure: the guide's numbers are true of the commit it names.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { snapshotFiles } from "../verify-snapshots.js";
+import { chapterInputs } from "../test-plan/plan.js";
+import { applyEdits } from "./apply.js";
+import { guideExperiments, type Measurement } from "./guide.js";
+import { affectedTests, editsHash, inputsHash, snapshotPaths, type ChapterRecord } from "./record.js";
+
+const label = (measurement: Pick<Measurement, "experiment" | "step">): string =>
+  `"${measurement.experiment}" (变红 ${measurement.step})`;
+
+/** The guide's problems with its own chapter's record; `notes` name measurements whose tests changed since. */
+export function chapterExperimentProblems(
+  repo: string,
+  chapter: string,
+  guide: string,
+  record: ChapterRecord | undefined,
+): { problems: string[]; notes: string[]; measured: number } {
+  const name = `chapters/${chapter}.md`;
+  const { measurements, problems: parseProblems } = guideExperiments(guide);
+  const problems = parseProblems.map((problem) => `${name}: ${problem}`);
+  const notes: string[] = [];
+  if (measurements.length === 0) {
+    if (record !== undefined) problems.push(`${name}: shows no measured experiment, but the record has ${chapter}`);
+    return { problems, notes, measured: 0 };
+  }
+  const read = (path: string): string | undefined => {
+    try {
+      return readFileSync(join(repo, path), "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+  let inputs: ReturnType<typeof chapterInputs> | undefined;
+  const stale: string[] = [];
+  for (const measurement of measurements) {
+    const where = `${name}:${measurement.line}: ${label(measurement)}`;
+    const { paths, outside } = snapshotPaths(chapter, measurement.edits);
+    if (outside.length > 0) problems.push(`${where} edits ${outside.join(", ")}, outside code/chapters/${chapter}/`);
+    const applied = applyEdits(measurement.edits, read);
+    if ("problem" in applied) problems.push(`${where}: its edit does not apply: ${applied.problem}`);
+    const measured = record?.measurements.find(
+      (entry) => entry.experiment === measurement.experiment && entry.step === measurement.step,
+    );
+    if (measured === undefined) {
+      problems.push(
+        `${where} is not in docs/experiments.json; measure it: npm run verify:experiments -- --write --only ${chapter}`,
+      );
+      continue;
+    }
+    if (measured.edits !== editsHash(measurement.edits)) {
+      problems.push(
+        `${where}: its edit changed since it was measured; measure it: npm run verify:experiments -- --write --only ${chapter}`,
+      );
+      continue;
+    }
+    if (measured.red !== measurement.red)
+      problems.push(`${where}: says 变红 ${measurement.red}, the record has ${measured.red}`);
+    const redIn = (file: string): number | undefined => measured.files[`tests/${file}`]?.red;
+    for (const [file, count] of measurement.claims.perFile) {
+      if (redIn(file) !== count)
+        problems.push(`${where}: says ${file} ${count}, the record has ${redIn(file) ?? "no run of it"}`);
+    }
+    for (const [file, count] of measurement.claims.fileTotals) {
+      const tests = measured.files[`tests/${file}`]?.tests;
+      if (tests !== count)
+        problems.push(`${where}: says ${file} 共 ${count} 个, the record has ${tests ?? "no run of it"}`);
+    }
+    const { onlyIn } = measurement.claims;
+    if (onlyIn !== undefined) {
+      const others = Object.entries(measured.files).filter(
+        ([file, outcome]) => outcome.red > 0 && file !== `tests/${onlyIn}`,
+      );
+      if (others.length > 0)
+        problems.push(
+          `${where}: says every red is in ${onlyIn}, the record has reds in ${others.map(([file]) => file).join(", ")}`,
+        );
+    }
+    if (paths.length > 0) {
+      inputs ??= chapterInputs(snapshotFiles(join(repo, "code", "chapters", chapter)));
+      if (inputsHash(inputs, affectedTests(inputs, paths)) !== measured.inputs) stale.push(label(measurement));
+    }
+  }
+  if (record !== undefined) {
+    for (const entry of record.measurements) {
+      if (
+        !measurements.some(
+          (measurement) => measurement.experiment === entry.experiment && measurement.step === entry.step,
+        )
+      ) {
+        problems.push(`docs/experiments.json: ${chapter} has ${label(entry)}, which ${name} no longer shows`);
+      }
+    }
+    problems.push(...provenanceProblems(name, guide, record));
+    if (stale.length > 0) {
+      notes.push(
+        `${name}: the tests behind ${stale.join(", ")} changed since ${record.commit}; the guide's numbers are of that commit (re-measure: npm run verify:experiments -- --write --only ${chapter})`,
+      );
+    }
+  }
+  return { problems, notes, measured: measurements.length };
+}
+
+/** The guide's sentence that says where its numbers come from must name the record's commit, date and gate size. */
+function provenanceProblems(name: string, guide: string, record: ChapterRecord): string[] {
+  const section = guide.split(/\n(?=## )/).find((part) => /^## .*动手实验/.test(part)) ?? "";
+  const paragraph = section.split(/\n\s*\n/).find((part) => part.includes("npm run verify:experiments"));
+  if (paragraph === undefined)
+    return [`${name}: its hands-on section never says the numbers come from npm run verify:experiments`];
+  const wanted = [`提交 \`${record.commit}\``, record.date, `共 ${record.tests} 个测试`];
+  return wanted
+    .filter((text) => !paragraph.includes(text))
+    .map((text) => `${name}: the paragraph naming npm run verify:experiments does not say ${text} (the record's)`);
+}

@@ -1,0 +1,194 @@
+// The experiments a chapter guide (chapters/chNN.md) asks its reader to make, read from the guide itself, so the
+// edit a reader copies and the edit `npm run verify:experiments` measures are the same text. In the guide's
+// `## …动手实验…` section every `###` heading is one experiment; its ```diff blocks are its edits, and each
+// `**变红：N 个**` in it is one measurement of every edit shown above it in that experiment (so a second step
+// is written as a diff over the first). A diff block is a patch without line numbers:
+//
+//     --- a/code/chapters/ch01/src/core/loop.ts
+//     +++ b/code/chapters/ch01/src/core/loop.ts
+//     -    const maxTurns = options.maxTurns ?? 20;
+//     +    const maxTurns = options.maxTurns ?? 1;
+//
+// where each hunk's context and removed lines must occur exactly once in the file (a bare `@@` line starts
+// the next hunk of the same file). The paragraph of a measurement may also claim how the reds split up; those
+// claims are read here too, and held to the record by claims.ts.
+
+/** One hunk: the lines it expects (context and removed) and the lines it leaves (context and added). */
+export interface Hunk {
+  readonly before: readonly string[];
+  readonly after: readonly string[];
+}
+
+/** The hunks of one file, by its repository-relative path, in the order they apply. */
+export interface FileEdit {
+  readonly path: string;
+  readonly hunks: readonly Hunk[];
+}
+
+/** What a measurement's paragraph says about the reds, beside their number. */
+export interface RedClaims {
+  /** `x.test.ts` N, and `a.test.ts`、`b.test.ts` 各 N: reds per test file. */
+  readonly perFile: ReadonlyMap<string, number>;
+  /** 全在 / 都在 / 全部在 `x.test.ts`: every red is in this file. */
+  readonly onlyIn: string | undefined;
+  /** `x.test.ts` … 共 N 个: the file then holds N tests. */
+  readonly fileTotals: ReadonlyMap<string, number>;
+}
+
+export interface Measurement {
+  /** The experiment's heading, without the `### `. */
+  readonly experiment: string;
+  /** 1 for the experiment's first `变红`, 2 for its second, … */
+  readonly step: number;
+  /** The guide's line of the `变红` statement (1-based), for messages only. */
+  readonly line: number;
+  readonly red: number;
+  /** Every edit shown above the statement in its experiment, in order. */
+  readonly edits: readonly FileEdit[];
+  readonly claims: RedClaims;
+}
+
+export interface GuideExperiments {
+  readonly measurements: readonly Measurement[];
+  /** What in the guide cannot be read as an experiment (a diff block without a file, a bad line). */
+  readonly problems: readonly string[];
+}
+
+const FENCE = /^\s*(`{3,}|~{3,})\s*(\S*)/;
+const RED = /\*\*变红：(\d+) 个。?\*\*/;
+const TEST_FILE = "`([\\w./-]+\\.test\\.ts)`";
+
+/** Reads a diff block's lines into edits; a problem for each line that is not part of one. */
+export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; problems: string[] } {
+  const edits: { path: string; hunks: { before: string[]; after: string[] }[] }[] = [];
+  const problems: string[] = [];
+  let current: (typeof edits)[number] | undefined;
+  for (let index = 0; index < lines.length; index += 1) {
+    const line = lines[index] as string;
+    const from = /^--- a\/(\S+)$/.exec(line);
+    if (from !== null) {
+      const to = /^\+\+\+ b\/(\S+)$/.exec(lines[index + 1] ?? "");
+      if (to === null || to[1] !== from[1]) {
+        problems.push(`"--- a/${from[1]}" is not followed by "+++ b/${from[1]}"`);
+        return { edits, problems };
+      }
+      current = { path: from[1] as string, hunks: [{ before: [], after: [] }] };
+      edits.push(current);
+      index += 1;
+      continue;
+    }
+    if (current === undefined) {
+      problems.push(`a diff line before any "--- a/<path>": ${JSON.stringify(line)}`);
+      return { edits, problems };
+    }
+    if (line === "@@") {
+      current.hunks.push({ before: [], after: [] });
+      continue;
+    }
+    const hunk = current.hunks.at(-1) as { before: string[]; after: string[] };
+    const mark = line.slice(0, 1);
+    const text = line.slice(1);
+    if (mark === "" || mark === " ") {
+      hunk.before.push(text);
+      hunk.after.push(text);
+    } else if (mark === "-") hunk.before.push(text);
+    else if (mark === "+") hunk.after.push(text);
+    else {
+      problems.push(`a diff line that is not context, "-" or "+": ${JSON.stringify(line)}`);
+      return { edits, problems };
+    }
+  }
+  for (const edit of edits) {
+    if (edit.hunks.some((hunk) => hunk.before.length === 0)) {
+      problems.push(`a hunk of ${edit.path} has no context or removed line to find its place by`);
+    }
+  }
+  return { edits, problems };
+}
+
+/** The claims a measurement's paragraph makes about where its reds are. */
+export function parseClaims(paragraph: string): RedClaims {
+  const perFile = new Map<string, number>();
+  const fileTotals = new Map<string, number>();
+  // `a.test.ts`、`b.test.ts` 各 N: each of the listed files.
+  for (const match of paragraph.matchAll(new RegExp(`((?:${TEST_FILE}、)+${TEST_FILE}) 各 (\\d+)`, "g"))) {
+    for (const file of (match[1] as string).matchAll(new RegExp(TEST_FILE, "g"))) {
+      perFile.set(file[1] as string, Number(match.at(-1)));
+    }
+  }
+  for (const match of paragraph.matchAll(new RegExp(`${TEST_FILE} (\\d+)(?! 个测试)`, "g"))) {
+    perFile.set(match[1] as string, Number(match[2]));
+  }
+  for (const match of paragraph.matchAll(new RegExp(`${TEST_FILE}[^。；]*?共 (\\d+) 个`, "g"))) {
+    fileTotals.set(match[1] as string, Number(match[2]));
+  }
+  const only = new RegExp(`(?:全在|都在|全部在) ${TEST_FILE}`).exec(paragraph);
+  return { perFile, onlyIn: only?.[1], fileTotals };
+}
+
+/** The experiments of one guide's hands-on section, read from its text. */
+export function guideExperiments(guide: string): GuideExperiments {
+  const lines = guide.split("\n");
+  const measurements: Measurement[] = [];
+  const problems: string[] = [];
+  let inSection = false;
+  let experiment: string | undefined;
+  let edits: FileEdit[] = [];
+  let step = 0;
+  for (let index = 0; index < lines.length; index += 1) {
+    const line = lines[index] as string;
+    if (line.startsWith("## ")) {
+      inSection = line.includes("动手实验");
+      experiment = undefined;
+      continue;
+    }
+    if (!inSection) continue;
+    if (line.startsWith("### ")) {
+      experiment = line.slice(4).trim();
+      edits = [];
+      step = 0;
+      continue;
+    }
+    const fence = FENCE.exec(line);
+    if (fence !== null) {
+      const marker = fence[1] as string;
+      const body: string[] = [];
+      let end = index + 1;
+      while (end < lines.length && !(lines[end] as string).trimStart().startsWith(marker)) {
+        body.push(lines[end] as string);
+        end += 1;
+      }
+      if (fence[2] === "diff") {
+        const parsed = parseDiff(body);
+        for (const problem of parsed.problems) problems.push(`line ${index + 1}: ${problem}`);
+        if (experiment === undefined) problems.push(`line ${index + 1}: a diff block outside any ### experiment`);
+        else edits = [...edits, ...parsed.edits];
+      }
+      index = end;
+      continue;
+    }
+    const red = RED.exec(line);
+    if (red === null) continue;
+    if (experiment === undefined) {
+      problems.push(`line ${index + 1}: 变红 outside any ### experiment`);
+      continue;
+    }
+    if (edits.length === 0) {
+      problems.push(`line ${index + 1}: 变红 in "${experiment}" with no diff block above it: nothing to measure`);
+      continue;
+    }
+    let end = index;
+    while (end + 1 < lines.length && (lines[end + 1] as string).trim() !== "") end += 1;
+    const paragraph = lines.slice(index, end + 1).join("\n");
+    step += 1;
+    measurements.push({
+      experiment,
+      step,
+      line: index + 1,
+      red: Number(red[1]),
+      edits,
+      claims: parseClaims(paragraph.slice(red.index)),
+    });
+  }
+  return { measurements, problems };
+}
