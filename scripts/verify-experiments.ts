@@ -67,13 +67,15 @@ function runTests(
   tree: string,
   chapter: string,
   tests: readonly string[],
-): Omit<MeasurementRecord, "experiment" | "step" | "edits" | "inputs"> & { missing: string[] } {
+):
+  | (Omit<MeasurementRecord, "experiment" | "step" | "edits" | "inputs"> & { unexpected: string[] })
+  | { problem: string } {
   const folder = mkdtempSync(join(tmpdir(), "agent-experiment-report-"));
   const reportFile = join(folder, "report.json");
   const started = Date.now();
   const env = { ...process.env };
   delete env.AGENT_TEST_PLAN;
-  spawnSync(
+  const run = spawnSync(
     process.execPath,
     [
       join(tree, "node_modules", "vitest", "vitest.mjs"),
@@ -87,9 +89,14 @@ function runTests(
     { cwd: tree, stdio: ["ignore", "ignore", "inherit"], env },
   );
   const seconds = Math.round((Date.now() - started) / 100) / 10;
+  // Ctrl-C reaches vitest and this process alike; a run cut short is no measurement, so stop here (the caller's
+  // finally removes the worktree).
+  if (run.signal !== null) throw new Error(`vitest was stopped by ${run.signal}`);
   let report: Report;
   try {
     report = JSON.parse(readFileSync(reportFile, "utf8")) as Report;
+  } catch {
+    return { problem: `vitest wrote no report (exit ${run.status ?? "?"}); run the files by hand to see why` };
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
@@ -105,8 +112,14 @@ function runTests(
     if (result.status === "failed" && red.length === 0)
       broken.push(`${file}: ${(result.message ?? "failed").split(tree).join(".").split("\n")[0] ?? ""}`);
   }
-  const missing = tests.filter((file) => files[file] === undefined);
-  return { red: failed.length, files, failed, broken, seconds, missing };
+  // A file vitest did not report, or one it ran beside those asked for, would make the count another run's.
+  const unexpected = [
+    ...tests.filter((file) => files[file] === undefined).map((file) => `${file} not reported`),
+    ...Object.keys(files)
+      .filter((file) => !tests.includes(file))
+      .map((file) => `${file} ran unasked`),
+  ];
+  return { red: failed.length, files, failed, broken, seconds, unexpected };
 }
 
 /** Measures one chapter's experiments in `tree`; the records, or the problems that stop them. */
@@ -141,11 +154,15 @@ function measureChapter(
       for (const [path, text] of applied.files) writeFileSync(join(tree, path), text);
       process.stdout.write(`${name}: running ${tests.length} test files … `);
       const outcome = runTests(tree, chapter, tests);
+      if ("problem" in outcome) {
+        console.log("no result");
+        problems.push(`${name}: ${outcome.problem}`);
+        continue;
+      }
       const broken = outcome.broken.length === 0 ? "" : `, ${outcome.broken.length} files failed as a whole`;
       console.log(`${outcome.red} red${broken} (${outcome.seconds} s)`);
-      if (outcome.missing.length > 0)
-        problems.push(`${name}: vitest reported nothing of ${outcome.missing.join(", ")}`);
-      const { missing: _missing, ...kept } = outcome;
+      if (outcome.unexpected.length > 0) problems.push(`${name}: ${outcome.unexpected.join(", ")}`);
+      const { unexpected: _unexpected, ...kept } = outcome;
       records.push({
         experiment: measurement.experiment,
         step: measurement.step,
@@ -166,6 +183,9 @@ function differences(before: MeasurementRecord | undefined, after: MeasurementRe
   if (before.edits !== after.edits) return ["the edit changed since it was recorded"];
   const lines: string[] = [];
   if (before.red !== after.red) lines.push(`red ${after.red}, recorded ${before.red}`);
+  const gone = before.failed.filter((test) => !after.failed.includes(test));
+  const added = after.failed.filter((test) => !before.failed.includes(test));
+  lines.push(...added.map((test) => `red now: ${test}`), ...gone.map((test) => `no longer red: ${test}`));
   if (JSON.stringify(before.broken) !== JSON.stringify(after.broken)) {
     lines.push(
       `files failed as a whole: ${after.broken.join("; ") || "none"}, recorded ${before.broken.join("; ") || "none"}`,
@@ -190,9 +210,12 @@ function main(argv: readonly string[]): number {
     ? argv.slice(argv.indexOf("--only") + 1).filter((arg) => !arg.startsWith("--"))
     : [];
   const chaptersDir = join(repository, "code", "chapters");
-  const chapters = chapterNames(chaptersDir).filter((chapter) => only.length === 0 || only.includes(chapter));
+  const known = chapterNames(chaptersDir);
+  const chapters = known.filter((chapter) => only.length === 0 || only.includes(chapter));
   const guides = new Map<string, readonly Measurement[]>();
-  const problems: string[] = [];
+  const problems = only
+    .filter((chapter) => !known.includes(chapter))
+    .map((chapter) => `--only ${chapter}: no such chapter (${known.join(", ")})`);
   for (const chapter of chapters) {
     let guide: string;
     try {
@@ -210,6 +233,8 @@ function main(argv: readonly string[]): number {
       "--porcelain",
       "--",
       ...[...guides.keys()].map((chapter) => `code/chapters/${chapter}`),
+      "vitest.config.ts",
+      "scripts/test-plan",
     );
     if (dirty !== "") problems.push(`--write measures HEAD; commit these first:\n${dirty}`);
   }
@@ -218,17 +243,12 @@ function main(argv: readonly string[]): number {
     return 1;
   }
   const commit = git("rev-parse", "--short", "HEAD");
+  // Read before the worktree exists: a record that does not parse must not leave one behind.
+  const record = { ...readRecord(repository) } as Record<string, ChapterRecord>;
   const tree = mkdtempSync(join(tmpdir(), "agent-experiments-"));
   rmSync(tree, { recursive: true });
   git("worktree", "add", "--detach", tree, "HEAD");
-  const record = { ...readRecord(repository) } as Record<string, ChapterRecord>;
   let disagree = 0;
-  // Ctrl-C would skip the finally below and leave the worktree registered; remove it first.
-  const interrupted = (): void => {
-    git("worktree", "remove", "--force", tree);
-    process.exit(130);
-  };
-  process.once("SIGINT", interrupted).once("SIGTERM", interrupted);
   try {
     symlinkSync(join(repository, "node_modules"), join(tree, "node_modules"), "junction");
     seedPropertyTests(tree);

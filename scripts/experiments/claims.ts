@@ -70,6 +70,11 @@ export function chapterExperimentProblems(
       if (tests !== count)
         problems.push(`${where}: says ${file} 共 ${count} 个, the record has ${tests ?? "no run of it"}`);
     }
+    for (const chain of measurement.claims.namedRed) {
+      if (!measured.failed.some((name) => namesTest(name, chain))) {
+        problems.push(`${where}: names ${chain.join(" › ")} as red, the record's failed tests do not include it`);
+      }
+    }
     const { onlyIn } = measurement.claims;
     if (onlyIn !== undefined) {
       const others = Object.entries(measured.files).filter(
@@ -103,6 +108,31 @@ export function chapterExperimentProblems(
     }
   }
   return { problems, notes, measured: measurements.length };
+}
+
+/**
+ * Whether a recorded failed test (`tests/x.test.ts › describe › test`) is the one a guide's chain names: a leading
+ * test file must be its file, and the other parts must be among its titles in order, each whole, or as a prefix
+ * when it ends in …, or as the label of a title `label: …` (`rule 16` for `rule 16: the CLI prints …`).
+ */
+export function namesTest(failed: string, chain: readonly string[]): boolean {
+  const [file, ...titles] = failed.split(" › ");
+  let parts = chain;
+  if (parts[0]?.endsWith(".test.ts") === true) {
+    if (file !== `tests/${parts[0]}`) return false;
+    parts = parts.slice(1);
+  }
+  const fits = (part: string, title: string): boolean =>
+    part.endsWith("…")
+      ? title.startsWith(part.slice(0, -1).trimEnd())
+      : title === part || title.startsWith(`${part}: `);
+  let at = 0;
+  for (const part of parts) {
+    while (at < titles.length && !fits(part, titles[at] as string)) at += 1;
+    if (at === titles.length) return false;
+    at += 1;
+  }
+  return true;
 }
 
 /** The guide's sentence that says where its numbers come from must name the record's commit, date and gate size. */

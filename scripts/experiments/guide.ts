@@ -33,6 +33,12 @@ export interface RedClaims {
   readonly onlyIn: string | undefined;
   /** `x.test.ts` … 共 N 个: the file then holds N tests. */
   readonly fileTotals: ReadonlyMap<string, number>;
+  /**
+   * `describe` › `test` chains (a file may lead, a part ending in … is a prefix) the paragraph names as red; a
+   * sentence saying a test proves (证明) something, or holds the same assertion (同样的断言), names a test that stays
+   * green, and is left out.
+   */
+  readonly namedRed: readonly (readonly string[])[];
 }
 
 export interface Measurement {
@@ -116,14 +122,20 @@ export function parseClaims(paragraph: string): RedClaims {
       perFile.set(file[1] as string, Number(match.at(-1)));
     }
   }
-  for (const match of paragraph.matchAll(new RegExp(`${TEST_FILE} (\\d+)(?! 个测试)`, "g"))) {
+  for (const match of paragraph.matchAll(new RegExp(`${TEST_FILE} (\\d+)(?!\\d| 个测试)`, "g"))) {
     perFile.set(match[1] as string, Number(match[2]));
   }
-  for (const match of paragraph.matchAll(new RegExp(`${TEST_FILE}[^。；]*?共 (\\d+) 个`, "g"))) {
+  // The total belongs to the last file named before it in the sentence.
+  for (const match of paragraph.matchAll(new RegExp(`${TEST_FILE}(?:(?!\\.test\\.ts\`)[^。；])*?共 (\\d+) 个`, "g"))) {
     fileTotals.set(match[1] as string, Number(match[2]));
   }
   const only = new RegExp(`(?:全在|都在|全部在) ${TEST_FILE}`).exec(paragraph);
-  return { perFile, onlyIn: only?.[1], fileTotals };
+  const namedRed = paragraph
+    .split(/(?<=[。！])/)
+    .filter((sentence) => !/证明|同样的断言/.test(sentence))
+    .flatMap((sentence) => [...sentence.matchAll(/`[^`\n]+`(?: › `[^`\n]+`)+/g)])
+    .map((chain) => [...chain[0].matchAll(/`([^`\n]+)`/g)].map((part) => part[1] as string));
+  return { perFile, onlyIn: only?.[1], fileTotals, namedRed };
 }
 
 /** The experiments of one guide's hands-on section, read from its text. */
@@ -154,7 +166,8 @@ export function guideExperiments(guide: string): GuideExperiments {
       const marker = fence[1] as string;
       const body: string[] = [];
       let end = index + 1;
-      while (end < lines.length && !(lines[end] as string).trimStart().startsWith(marker)) {
+      const closing = new RegExp(`^\\s{0,3}${marker}\\s*$`);
+      while (end < lines.length && !closing.test(lines[end] as string)) {
         body.push(lines[end] as string);
         end += 1;
       }

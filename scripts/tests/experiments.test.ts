@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { applyEdits } from "../experiments/apply.js";
-import { chapterExperimentProblems } from "../experiments/claims.js";
+import { chapterExperimentProblems, namesTest } from "../experiments/claims.js";
 import { guideExperiments, parseClaims, parseDiff } from "../experiments/guide.js";
 import {
   affectedTests,
@@ -128,6 +128,40 @@ describe("parseClaims", () => {
     expect(claims.onlyIn).toBe("a.test.ts");
     expect([...claims.fileTotals]).toEqual([["d.test.ts", 34]]);
   });
+
+  it("reads no red count out of a file's size, and gives a total to the last file named before it", () => {
+    expect([...parseClaims("`todos.test.ts` 34 个测试全绿").perFile]).toEqual([]);
+    expect([...parseClaims("`a.test.ts` 12、`b.test.ts` 2").perFile]).toEqual([
+      ["a.test.ts", 12],
+      ["b.test.ts", 2],
+    ]);
+    expect([...parseClaims("`a.test.ts` 3、`b.test.ts` 2，\n一共 共 5 个").fileTotals]).toEqual([["b.test.ts", 5]]);
+  });
+
+  it("takes the test chains a sentence names as red, but not those a sentence says prove or assert the same thing", () => {
+    const claims = parseClaims(
+      "**变红：2 个**：`rule 16` › `a run: …`，以及 `x.test.ts` › `rule 5` › `b`。规则本身由 `hooks.test.ts` › `rule 2` 证明。同样的断言在 `y.test.ts` › `c` 里。",
+    );
+    expect(claims.namedRed).toEqual([
+      ["rule 16", "a run: …"],
+      ["x.test.ts", "rule 5", "b"],
+    ]);
+  });
+});
+
+describe("namesTest", () => {
+  const failed = "tests/x.test.ts › rule 16: the CLI prints › a read_file run: in order › exact";
+  it("matches a file, whole titles, a prefix ending in …, and a rule's label, in order", () => {
+    expect(namesTest(failed, ["x.test.ts", "rule 16: …", "a read_file run: …"])).toBe(true);
+    expect(namesTest(failed, ["rule 16", "exact"])).toBe(true);
+    expect(namesTest(failed, ["a read_file run: in order", "exact"])).toBe(true);
+  });
+  it("refuses another file, a title that is only a prefix without …, a label that is a prefix, and the wrong order", () => {
+    expect(namesTest(failed, ["y.test.ts", "exact"])).toBe(false);
+    expect(namesTest(failed, ["rule 16", "a read_file"])).toBe(false);
+    expect(namesTest(failed, ["rule 1", "exact"])).toBe(false);
+    expect(namesTest(failed, ["exact", "rule 16"])).toBe(false);
+  });
 });
 
 const guide = (red: number, second: string): string =>
@@ -178,6 +212,9 @@ describe("guideExperiments", () => {
       ["实验一：改一个返回值", 2, 27, 0, 2],
     ]);
     expect(measurements[0]?.claims.onlyIn).toBe("a.test.ts");
+    expect(measurements[0]?.edits[0]?.hunks).toEqual([
+      { before: ["export const answer = 42;"], after: ["export const answer = 41;"] },
+    ]);
     expect([...(measurements[1]?.claims.fileTotals ?? [])]).toEqual([["a.test.ts", 2]]);
   });
 });
@@ -259,6 +296,18 @@ describe("chapterExperimentProblems", () => {
     };
     expect(problems(guide(1, "42"), moved)).toEqual([
       'chapters/ch09.md:18: "实验一：改一个返回值" (变红 1): says every red is in a.test.ts, the record has reds in tests/b.test.ts',
+    ]);
+  });
+
+  it("refuses a test the paragraph names as red that the record's failed tests do not hold", () => {
+    const named = (title: string): string =>
+      guide(1, "42").replace(
+        "**变红：1 个**，都在 `a.test.ts`。",
+        `**变红：1 个**，都在 \`a.test.ts\`：\`a.test.ts\` › \`${title}\`。`,
+      );
+    expect(problems(named("answers 42"), record())).toEqual([]);
+    expect(problems(named("answers 43"), record())).toEqual([
+      'chapters/ch09.md:18: "实验一：改一个返回值" (变红 1): names a.test.ts › answers 43 as red, the record\'s failed tests do not include it',
     ]);
   });
 
