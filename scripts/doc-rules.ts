@@ -12,7 +12,7 @@
 //     code blocks are not checked.
 
 /** One line of a Markdown file, and the fenced code block it is in, if any (its language, "" for none). */
-interface DocLine {
+export interface DocLine {
   readonly number: number;
   readonly text: string;
   readonly fence: string | undefined;
@@ -22,12 +22,17 @@ const FENCE = /^\s*(`{3,}|~{3,})\s*([\w-]*)/;
 // The languages a reader types into a shell; `text` blocks show output, not commands.
 const SHELLS = new Set(["", "bash", "sh", "shell", "zsh", "console", "powershell", "pwsh", "ps1", "ps", "cmd", "bat"]);
 
-function docLines(doc: string): DocLine[] {
+/**
+ * The lines of a Markdown file outside the fence lines themselves. A block closes only at a bare fence at least as
+ * long as its opening (CommonMark), so a line inside a block that starts with ``` and goes on does not end it.
+ */
+export function docLines(doc: string): DocLine[] {
   const lines: DocLine[] = [];
   let fence: { marker: string; language: string } | undefined;
   doc.split("\n").forEach((text, index) => {
     const opening = FENCE.exec(text);
-    if (opening !== null && (fence === undefined || opening[1]?.startsWith(fence.marker) === true)) {
+    const closes = fence !== undefined && opening?.[1]?.startsWith(fence.marker) === true && text.trim() === opening[1];
+    if (opening !== null && (fence === undefined || closes)) {
       fence =
         fence === undefined ? { marker: opening[1] as string, language: (opening[2] ?? "").toLowerCase() } : undefined;
       return;

@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
-import { applyEdits } from "./experiments/apply.js";
+import { applyEdits, fileReader } from "./experiments/apply.js";
 import { guideExperiments, type Measurement } from "./experiments/guide.js";
 import {
   affectedTests,
@@ -131,13 +131,7 @@ function measureChapter(
   const inputs = chapterInputs(snapshotFiles(join(tree, "code", "chapters", chapter)));
   const records: MeasurementRecord[] = [];
   const problems: string[] = [];
-  const read = (path: string): string | undefined => {
-    try {
-      return readFileSync(join(tree, path), "utf8");
-    } catch {
-      return undefined;
-    }
-  };
+  const read = fileReader(tree);
   for (const measurement of measurements) {
     const name = `${chapter} "${measurement.experiment}" (变红 ${measurement.step})`;
     const { paths, outside } = snapshotPaths(chapter, measurement.edits);

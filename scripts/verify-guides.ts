@@ -19,7 +19,7 @@ import { readRecord } from "./experiments/record.js";
 import { timingProblems } from "./gate-timing.js";
 import { costProblems } from "./test-plan/cost.js";
 import { countKey, readCountCache, writeCountCache, type GateCounts } from "./test-plan/count-cache.js";
-import { testPlan, type PlanEntry } from "./test-plan/plan.js";
+import { testPlan, type PlanEntry, type TestPlan } from "./test-plan/plan.js";
 
 /** Tests per file of one chapter's gate, as `vitest list` names the files (`tests/x.test.ts`). */
 export type TestCounts = ReadonlyMap<string, number>;
@@ -68,8 +68,7 @@ export type { GateCounts };
  * count cache when its inputs are unchanged since it was counted, else from one `vitest list` of the files
  * not cached; a file the plan reuses has the count of the run it reuses, since its inputs are the same bytes.
  */
-export function countTests(repo: string): GateCounts {
-  const plan = testPlan(join(repo, "code", "chapters"));
+export function countTests(repo: string, plan: TestPlan = testPlan(join(repo, "code", "chapters"))): GateCounts {
   const cache = readCountCache(repo);
   const ran = new Map<string, Map<string, number>>();
   const missing: PlanEntry[] = [];
@@ -141,10 +140,14 @@ export function docFiles(repo: string): string[] {
   return [...markdown("chapters"), "README.md", ...markdown("docs")];
 }
 
-/** Every way the guides disagree with `counts` or with the writing rules; empty when they agree. */
+/**
+ * Every way the guides disagree with `counts`, with the writing rules or with the experiments' record; empty when
+ * they agree. `plan` is the test plan of the same tree, made here when the caller has none.
+ */
 export function verifyGuides(
   repo: string,
   counts: GateCounts,
+  plan: TestPlan = testPlan(join(repo, "code", "chapters")),
 ): { guides: string[]; docs: string[]; problems: string[]; notes: string[] } {
   const guides = readdirSync(join(repo, "chapters")).filter((name) => /^ch\d\d\.md$/.test(name));
   const problems = guides.flatMap((name) =>
@@ -160,7 +163,7 @@ export function verifyGuides(
   const ruleProblems = docs.flatMap((file) => docProblems(file, readFileSync(join(repo, file), "utf8"), scripts));
   if (problems.length > 0) problems.unshift("Guides state counts the tests do not have:");
   if (ruleProblems.length > 0) problems.push("Guides and docs break the writing rules:", ...ruleProblems);
-  const cost = costProblems(repo, testPlan(join(repo, "code", "chapters")));
+  const cost = costProblems(repo, plan);
   if (cost.length > 0) problems.push("Docs state test-plan costs the plan does not have:", ...cost);
   const timing = timingProblems(repo);
   if (timing.length > 0) problems.push("Docs state gate times that were not measured:", ...timing);
@@ -171,6 +174,7 @@ export function verifyGuides(
       name.slice(0, 4),
       readFileSync(join(repo, "chapters", name), "utf8"),
       record[name.slice(0, 4)],
+      plan.inputs.get(name.slice(0, 4)) ?? new Map(),
     ),
   );
   const experimentProblems = experiments.flatMap((chapter) => chapter.problems);
@@ -181,8 +185,8 @@ export function verifyGuides(
 }
 
 /** Prints what `verifyGuides` found; false when anything disagrees. */
-export function reportGuides(repo: string, counts: GateCounts): boolean {
-  const { guides, docs, problems, notes } = verifyGuides(repo, counts);
+export function reportGuides(repo: string, counts: GateCounts, plan?: TestPlan): boolean {
+  const { guides, docs, problems, notes } = verifyGuides(repo, counts, plan);
   for (const note of notes) console.log(`Note: ${note}`);
   if (problems.length > 0) {
     console.error(problems.map((line) => (line.endsWith(":") ? line : `- ${line}`)).join("\n"));
@@ -196,5 +200,6 @@ export function reportGuides(repo: string, counts: GateCounts): boolean {
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const repo = fileURLToPath(new URL("../", import.meta.url));
-  if (!reportGuides(repo, countTests(repo))) process.exit(1);
+  const plan = testPlan(join(repo, "code", "chapters"));
+  if (!reportGuides(repo, countTests(repo, plan), plan)) process.exit(1);
 }

@@ -1,6 +1,19 @@
 // Applies an experiment's edits (guide.ts) to file texts: each hunk's expected lines must occur exactly once, as
 // whole lines, in the text the previous hunks left; anything else is a guide that no longer matches the code.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { FileEdit, Hunk } from "./guide.js";
+
+/** Reads a file below `root` by its repository-relative path; `undefined` when there is none to read. */
+export function fileReader(root: string): (path: string) => string | undefined {
+  return (path) => {
+    try {
+      return readFileSync(join(root, path), "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+}
 
 /** Where `hunk` applies in `text`, or why it does not: it must match whole lines, exactly once. */
 function place(text: string, hunk: Hunk): { at: number; length: number } | string {

@@ -2,23 +2,24 @@
 // snapshot as the guide shows it, every 变红 number and per-file claim is the record's (docs/experiments.json), and
 // the guide names the commit, date and gate size the record was measured at. A record whose tests' inputs changed
 // since is reported as a note, not a failure: the guide's numbers are true of the commit it names.
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { snapshotFiles } from "../verify-snapshots.js";
-import { chapterInputs } from "../test-plan/plan.js";
-import { applyEdits } from "./apply.js";
+import type { TestInputs } from "../test-plan/plan.js";
+import { applyEdits, fileReader } from "./apply.js";
 import { guideExperiments, type Measurement } from "./guide.js";
 import { affectedTests, editsHash, inputsHash, snapshotPaths, type ChapterRecord } from "./record.js";
 
 const label = (measurement: Pick<Measurement, "experiment" | "step">): string =>
   `"${measurement.experiment}" (变红 ${measurement.step})`;
 
-/** The guide's problems with its own chapter's record; `notes` name measurements whose tests changed since. */
+/**
+ * The guide's problems with its own chapter's record; `notes` name measurements whose tests changed since. `inputs`
+ * are the chapter's test inputs as the test plan has them (scripts/test-plan), which the caller has already made.
+ */
 export function chapterExperimentProblems(
   repo: string,
   chapter: string,
   guide: string,
   record: ChapterRecord | undefined,
+  inputs: ReadonlyMap<string, TestInputs>,
 ): { problems: string[]; notes: string[]; measured: number } {
   const name = `chapters/${chapter}.md`;
   const { measurements, problems: parseProblems } = guideExperiments(guide);
@@ -28,14 +29,7 @@ export function chapterExperimentProblems(
     if (record !== undefined) problems.push(`${name}: shows no measured experiment, but the record has ${chapter}`);
     return { problems, notes, measured: 0 };
   }
-  const read = (path: string): string | undefined => {
-    try {
-      return readFileSync(join(repo, path), "utf8");
-    } catch {
-      return undefined;
-    }
-  };
-  let inputs: ReturnType<typeof chapterInputs> | undefined;
+  const read = fileReader(repo);
   const stale: string[] = [];
   for (const measurement of measurements) {
     const where = `${name}:${measurement.line}: ${label(measurement)}`;
@@ -85,10 +79,7 @@ export function chapterExperimentProblems(
           `${where}: says every red is in ${onlyIn}, the record has reds in ${others.map(([file]) => file).join(", ")}`,
         );
     }
-    if (paths.length > 0) {
-      inputs ??= chapterInputs(snapshotFiles(join(repo, "code", "chapters", chapter)));
-      if (inputsHash(inputs, affectedTests(inputs, paths)) !== measured.inputs) stale.push(label(measurement));
-    }
+    if (inputsHash(inputs, affectedTests(inputs, paths)) !== measured.inputs) stale.push(label(measurement));
   }
   if (record !== undefined) {
     for (const entry of record.measurements) {

@@ -13,6 +13,8 @@
 // the next hunk of the same file). The paragraph of a measurement may also claim how the reds split up; those
 // claims are read here too, and held to the record by claims.ts.
 
+import { docLines, type DocLine } from "../doc-rules.js";
+
 /** One hunk: the lines it expects (context and removed) and the lines it leaves (context and added). */
 export interface Hunk {
   readonly before: readonly string[];
@@ -60,7 +62,6 @@ export interface GuideExperiments {
   readonly problems: readonly string[];
 }
 
-const FENCE = /^\s*(`{3,}|~{3,})\s*(\S*)/;
 const RED = /\*\*变红：(\d+) 个。?\*\*/;
 const TEST_FILE = "`([\\w./-]+\\.test\\.ts)`";
 
@@ -140,7 +141,7 @@ export function parseClaims(paragraph: string): RedClaims {
 
 /** The experiments of one guide's hands-on section, read from its text. */
 export function guideExperiments(guide: string): GuideExperiments {
-  const lines = guide.split("\n");
+  const lines = docLines(guide);
   const measurements: Measurement[] = [];
   const problems: string[] = [];
   let inSection = false;
@@ -148,56 +149,55 @@ export function guideExperiments(guide: string): GuideExperiments {
   let edits: FileEdit[] = [];
   let step = 0;
   for (let index = 0; index < lines.length; index += 1) {
-    const line = lines[index] as string;
-    if (line.startsWith("## ")) {
-      inSection = line.includes("动手实验");
+    const { number, text, fence } = lines[index] as DocLine;
+    if (fence !== undefined) {
+      if (!inSection || fence !== "diff") continue;
+      // A block's lines follow one another; its fences are not among them.
+      let end = index;
+      while ((lines[end + 1]?.number ?? 0) === (lines[end] as DocLine).number + 1 && lines[end + 1]?.fence === "diff") {
+        end += 1;
+      }
+      const parsed = parseDiff(lines.slice(index, end + 1).map((line) => line.text));
+      const at = `line ${number - 1}`;
+      for (const problem of parsed.problems) problems.push(`${at}: ${problem}`);
+      if (experiment === undefined) problems.push(`${at}: a diff block outside any ### experiment`);
+      else edits = [...edits, ...parsed.edits];
+      index = end;
+      continue;
+    }
+    if (text.startsWith("## ")) {
+      inSection = text.includes("动手实验");
       experiment = undefined;
       continue;
     }
     if (!inSection) continue;
-    if (line.startsWith("### ")) {
-      experiment = line.slice(4).trim();
+    if (text.startsWith("### ")) {
+      experiment = text.slice(4).trim();
       edits = [];
       step = 0;
       continue;
     }
-    const fence = FENCE.exec(line);
-    if (fence !== null) {
-      const marker = fence[1] as string;
-      const body: string[] = [];
-      let end = index + 1;
-      const closing = new RegExp(`^\\s{0,3}${marker}\\s*$`);
-      while (end < lines.length && !closing.test(lines[end] as string)) {
-        body.push(lines[end] as string);
-        end += 1;
-      }
-      if (fence[2] === "diff") {
-        const parsed = parseDiff(body);
-        for (const problem of parsed.problems) problems.push(`line ${index + 1}: ${problem}`);
-        if (experiment === undefined) problems.push(`line ${index + 1}: a diff block outside any ### experiment`);
-        else edits = [...edits, ...parsed.edits];
-      }
-      index = end;
-      continue;
-    }
-    const red = RED.exec(line);
+    const red = RED.exec(text);
     if (red === null) continue;
     if (experiment === undefined) {
-      problems.push(`line ${index + 1}: 变红 outside any ### experiment`);
+      problems.push(`line ${number}: 变红 outside any ### experiment`);
       continue;
     }
     if (edits.length === 0) {
-      problems.push(`line ${index + 1}: 变红 in "${experiment}" with no diff block above it: nothing to measure`);
+      problems.push(`line ${number}: 变红 in "${experiment}" with no diff block above it: nothing to measure`);
       continue;
     }
     let end = index;
-    while (end + 1 < lines.length && (lines[end + 1] as string).trim() !== "") end += 1;
-    const paragraph = lines.slice(index, end + 1).join("\n");
+    while (lines[end + 1]?.fence === undefined && (lines[end + 1]?.text.trim() ?? "") !== "") end += 1;
+    const paragraph = lines
+      .slice(index, end + 1)
+      .map((line) => line.text)
+      .join("\n");
     step += 1;
     measurements.push({
       experiment,
       step,
-      line: index + 1,
+      line: number,
       red: Number(red[1]),
       edits,
       claims: parseClaims(paragraph.slice(red.index)),

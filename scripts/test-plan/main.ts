@@ -114,7 +114,7 @@ function runPlanned(plan: TestPlan): number {
     ranCounts.set(chapter, (ranCounts.get(chapter) ?? new Map<string, number>()).set(file.join("/"), run.tests));
   }
   writeCountCache(repository, plan, ranCounts);
-  const guidesAgree = reportGuides(repository, withReused(ranCounts, plan.entries));
+  const guidesAgree = reportGuides(repository, withReused(ranCounts, plan.entries), plan);
   const skipped = report.numPendingTests + report.numTodoTests;
   console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped`);
   return run.status === 0 && guidesAgree ? 0 : 1;

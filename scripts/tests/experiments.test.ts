@@ -217,6 +217,29 @@ describe("guideExperiments", () => {
     ]);
     expect([...(measurements[1]?.claims.fileTotals ?? [])]).toEqual([["a.test.ts", 2]]);
   });
+
+  it("keeps a diff line that starts with a fence and goes on inside its block: only a bare fence closes it", () => {
+    const markdown = [
+      "## 动手实验",
+      "### 实验一：改一个说明",
+      `${fence}diff`,
+      "--- a/code/chapters/ch09/README.md",
+      "+++ b/code/chapters/ch09/README.md",
+      ` ${fence}ts`,
+      "-old",
+      "+new",
+      fence,
+      "**变红：0 个**",
+    ].join("\n");
+    const { measurements, problems } = guideExperiments(markdown);
+    expect(problems).toEqual([]);
+    expect(measurements[0]?.edits).toEqual([
+      {
+        path: "code/chapters/ch09/README.md",
+        hunks: [{ before: [`${fence}ts`, "old"], after: [`${fence}ts`, "new"] }],
+      },
+    ]);
+  });
 });
 
 describe("chapterExperimentProblems", () => {
@@ -261,7 +284,13 @@ describe("chapterExperimentProblems", () => {
     };
   }
   const check = (text: string, chapter?: ChapterRecord): ReturnType<typeof chapterExperimentProblems> =>
-    chapterExperimentProblems(repo, "ch09", text.replace(/\n### 实验二[^]*?(?=\n## )/, ""), chapter);
+    chapterExperimentProblems(
+      repo,
+      "ch09",
+      text.replace(/\n### 实验二[^]*?(?=\n## )/, ""),
+      chapter,
+      chapterInputs(snapshotFiles(join(repo, "code", "chapters", "ch09"))),
+    );
   const problems = (text: string, chapter?: ChapterRecord): string[] => check(text, chapter).problems;
 
   it("accepts a guide whose edits apply and whose numbers are the record's", () => {
