@@ -2,6 +2,7 @@
 // tsconfig.json) reports every type error, and with --emit the same program writes src/ to dist/ as the
 // chapter's tsconfig.build.json says. The root tsconfig.json (scripts, configs) is checked too, never emitted.
 // `npm run typecheck` checks; `npm run build` checks and emits (it is all `.ci/run` calls for both).
+// `npm run typecheck -- ch05` (or `npm run typecheck ch05`, no `--` needed) checks that one snapshot only.
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
@@ -68,13 +69,18 @@ function compile(name: string, checkConfig: string, buildConfig: string | undefi
 
 /**
  * Checks the root project and every snapshot, each in one pass, printing a line per project (and every error);
- * with `emit`, each snapshot's src/ is written to its dist/ in the same pass.
+ * with `emit`, each snapshot's src/ is written to its dist/ in the same pass. With `only` (chapter names), just
+ * those snapshots.
  */
-export function compileProjects(emit: boolean): { programs: ts.Program[]; failed: boolean } {
+export function compileProjects(
+  emit: boolean,
+  only: readonly string[] = [],
+): { programs: ts.Program[]; failed: boolean } {
   const chapters = chapterNames(join(repository, "code", "chapters"));
   const programs: ts.Program[] = [];
   let failed = false;
-  for (const chapter of [undefined, ...chapters]) {
+  const projects = only.length === 0 ? [undefined, ...chapters] : chapters.filter((name) => only.includes(name));
+  for (const chapter of projects) {
     const started = Date.now();
     const folder = chapter === undefined ? repository : join(repository, "code", "chapters", chapter);
     const build = chapter !== undefined && emit ? join(folder, "tsconfig.build.json") : undefined;
@@ -89,6 +95,20 @@ export function compileProjects(emit: boolean): { programs: ts.Program[]; failed
   return { programs, failed };
 }
 
+/** The chapters named on the command line (`ch05`, `5`), or the reason they cannot be checked. */
+export function chosenChapters(argv: readonly string[], known: readonly string[]): string[] | string {
+  const named = argv.filter((arg) => !arg.startsWith("-"));
+  const chosen = named.map((arg) => (/^\d+$/.test(arg) ? `ch${arg.padStart(2, "0")}` : arg));
+  const unknown = chosen.filter((name) => !known.includes(name));
+  if (unknown.length > 0) return `no such chapter: ${unknown.join(", ")} (choose from ${known.join(", ")})`;
+  return chosen;
+}
+
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  process.exitCode = compileProjects(process.argv.includes("--emit")).failed ? 1 : 0;
+  const argv = process.argv.slice(2);
+  const only = chosenChapters(argv, chapterNames(join(repository, "code", "chapters")));
+  if (typeof only === "string") {
+    console.error(`${only}\nUsage: npm run typecheck [-- chNN …]   (no chapter: the scripts and every snapshot)`);
+    process.exitCode = 2;
+  } else process.exitCode = compileProjects(argv.includes("--emit"), only).failed ? 1 : 0;
 }

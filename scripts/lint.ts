@@ -2,6 +2,7 @@
 // byte-identical from the chapter before; a file whose bytes, import closure (type-aware rules read the types it
 // imports), tsconfig and dependency fields are identical to one already linted gets that file's result, reported
 // under its own name. Everything else is linted as `eslint .` would lint it, with the same config.
+// `npm run lint -- ch05` (or `npm run lint ch05`) lints that one snapshot's files only.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { join, relative, sep } from "node:path";
@@ -9,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { ESLint } from "eslint";
 import type ts from "typescript";
 import { snapshotFiles } from "./verify-snapshots.js";
+import { chosenChapters } from "./compile.js";
 import { importClosure } from "./test-plan/closure.js";
 import { chapterNames, dependencyFields } from "./test-plan/plan.js";
 
@@ -58,14 +60,16 @@ function lintKeys(files: readonly string[]): Map<string, string> {
  * `programs` (from compile.ts, one per project) give the type-aware rules their types without a second
  * compilation; without them ESLint's project service builds its own.
  */
-export async function lint(programs?: readonly ts.Program[]): Promise<boolean> {
+export async function lint(programs?: readonly ts.Program[], only: readonly string[] = []): Promise<boolean> {
   const started = Date.now();
   const overrideConfig =
     programs === undefined
       ? undefined
       : { files: ["**/*.ts"], languageOptions: { parserOptions: { projectService: false, programs: [...programs] } } };
   const eslint = new ESLint({ cwd: repository, ...(overrideConfig === undefined ? {} : { overrideConfig }) });
-  const files = await lintableFiles(eslint);
+  const files = (await lintableFiles(eslint)).filter(
+    (path) => only.length === 0 || only.some((chapter) => path.startsWith(`code/chapters/${chapter}/`)),
+  );
   const keys = lintKeys(files);
   /** key → every file with that key; the first of each is linted. */
   const groups = new Map<string, string[]>();
@@ -90,5 +94,9 @@ export async function lint(programs?: readonly ts.Program[]): Promise<boolean> {
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  process.exitCode = (await lint()) ? 0 : 1;
+  const only = chosenChapters(process.argv.slice(2), chapterNames(join(repository, "code", "chapters")));
+  if (typeof only === "string") {
+    console.error(`${only}\nUsage: npm run lint [-- chNN …]   (no chapter: the whole repository)`);
+    process.exitCode = 2;
+  } else process.exitCode = (await lint(undefined, only)) ? 0 : 1;
 }

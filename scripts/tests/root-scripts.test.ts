@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { chosenChapters } from "../compile.js";
 import { chapterNames } from "../test-plan/plan.js";
 
 const repository = fileURLToPath(new URL("../../", import.meta.url));
@@ -28,5 +29,17 @@ describe("the root package.json's chapter scripts", () => {
     for (const chapter of chapters) {
       expect(scripts[`demo:${chapter}`]).toBe(`tsx code/chapters/${chapter}/src/chapters/${chapter}.ts --demo`);
     }
+  });
+});
+
+describe("one snapshot's typecheck and lint: npm run typecheck -- ch05, npm run lint -- ch05", () => {
+  it("a chapter named as chNN or by its number is chosen; none named means everything", () => {
+    expect(chosenChapters(["ch05"], chapters)).toEqual(["ch05"]);
+    expect(chosenChapters(["5", "--emit"], chapters)).toEqual(["ch05"]);
+    expect(chosenChapters([], chapters)).toEqual([]);
+  });
+
+  it("an unknown chapter is refused with the chapters there are", () => {
+    expect(chosenChapters(["ch99"], ["ch01", "ch02"])).toBe("no such chapter: ch99 (choose from ch01, ch02)");
   });
 });
