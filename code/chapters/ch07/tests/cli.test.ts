@@ -18,6 +18,7 @@ import { toolCall } from "../src/core/messages.js";
 import { PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
 import type { ValidToolCall } from "../src/core/tools.js";
 import { createChapterOneTools } from "../src/features/builtin-tools.js";
+import { DEFAULT_SUBAGENT_MAX_TURNS, MAX_SUBAGENT_RUNS } from "../src/features/subagents.js";
 import { apiError, completion, startLoopbackOpenAI, type LoopbackOpenAI } from "./support/loopback-openai.js";
 import { FakeCommandRunner } from "./support/fakes.js";
 import { powershell } from "./support/powershell.js";
@@ -150,6 +151,15 @@ describe("runCli arguments", () => {
     expect(run.stdout.split("\n")[0]).toBe(
       "用法: npm run agent-tutorial -- run --chapter <1|2|3|4|5|6|7> --prompt <text> [选项]",
     );
+  });
+
+  it("--help says --max-turns bounds the parent's model calls, and what else calls the model: each task child, up to its own cap", () => {
+    const help = helpText("ch03").split("\n");
+    const at = help.findIndex((line) => line.startsWith("      --max-turns <n>"));
+    expect(help.slice(at, at + 2)).toEqual([
+      "      --max-turns <n>      主 Agent 最多调用模型几次 (默认: 20); 另外每个 task 子 Agent",
+      `                           各自最多调用 ${DEFAULT_SUBAGENT_MAX_TURNS} 次, 每次运行最多 ${MAX_SUBAGENT_RUNS} 个子 Agent`,
+    ]);
   });
 
   it.each<[string, string[], string]>([
