@@ -10,8 +10,9 @@
 //     +    const maxTurns = options.maxTurns ?? 1;
 //
 // where each hunk's context and removed lines must occur exactly once in the file (a bare `@@` line starts
-// the next hunk of the same file). The paragraph of a measurement may also claim how the reds split up; those
-// claims are read here too, and held to the record by claims.ts.
+// the next hunk of the same file). A unified diff with `@@ -a,b +c,d @@` headers, as `git diff` writes and
+// `git apply` takes, reads the same way: each header starts a hunk. The paragraph of a measurement may also
+// claim how the reds split up; those claims are read here too, and held to the record by claims.ts.
 
 import { docLines, type DocLine } from "../doc-rules.js";
 
@@ -88,8 +89,12 @@ export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; proble
       problems.push(`a diff line before any "--- a/<path>": ${JSON.stringify(line)}`);
       return { edits, problems };
     }
-    if (line === "@@") {
-      current.hunks.push({ before: [], after: [] });
+    // A bare `@@`, or a unified diff's header (`@@ -12,6 +12,9 @@ …`, which git apply takes), starts a hunk; the
+    // header's numbers are not needed here, since a hunk is found by its lines.
+    if (line === "@@" || /^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@/.test(line)) {
+      const open = current.hunks.at(-1);
+      if (open !== undefined && open.before.length + open.after.length > 0)
+        current.hunks.push({ before: [], after: [] });
       continue;
     }
     const hunk = current.hunks.at(-1) as { before: string[]; after: string[] };

@@ -47,6 +47,30 @@ describe("parseDiff", () => {
     ]);
   });
 
+  it("reads a unified diff's @@ headers as hunk starts, as git apply does, the first one opening no empty hunk", () => {
+    const { edits, problems } = parseDiff([
+      "--- a/code/chapters/ch09/src/a.ts",
+      "+++ b/code/chapters/ch09/src/a.ts",
+      "@@ -1,2 +1,2 @@",
+      " keep",
+      "-old",
+      "+new",
+      "@@ -9 +9,2 @@ function later() {",
+      " tail",
+      "+added",
+    ]);
+    expect(problems).toEqual([]);
+    expect(edits).toEqual([
+      {
+        path: "code/chapters/ch09/src/a.ts",
+        hunks: [
+          { before: ["keep", "old"], after: ["keep", "new"] },
+          { before: ["tail"], after: ["tail", "added"] },
+        ],
+      },
+    ]);
+  });
+
   it("refuses a block with no file, a mismatched +++ line, a line of another kind, and a hunk with nothing to find", () => {
     expect(parseDiff(["-old", "+new"]).problems).toEqual(['a diff line before any "--- a/<path>": "-old"']);
     expect(parseDiff(["--- a/x.ts", "+++ b/y.ts"]).problems).toEqual(['"--- a/x.ts" is not followed by "+++ b/x.ts"']);
