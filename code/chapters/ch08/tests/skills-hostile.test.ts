@@ -21,11 +21,13 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { YAMLMap } from "yaml";
 import { toolCall } from "../src/core/messages.js";
 import { ToolRegistry, type ToolContext, type ToolResult, type ValidToolCall } from "../src/core/tools.js";
 import {
   LOAD_SKILL_TOOL_NAME,
   MAX_FRONTMATTER_BYTES,
+  MAX_FRONTMATTER_DEPTH,
   MAX_SCAN_FRONTMATTER_BYTES,
   MAX_SKILL_FILE_BYTES,
   SkillError,
@@ -265,6 +267,8 @@ describe("31: frontmatter with no closing --- within 65,536 bytes", () => {
 describe("32: YAML is plain data, and the yaml library never speaks", () => {
   const NOT_YAML = "Skill frontmatter is not valid YAML: skills/alpha/SKILL.md";
   const NOT_STRINGS = "Skill frontmatter requires string name and description: skills/alpha/SKILL.md";
+  const NOT_SCALAR_KEY = "Skill frontmatter has a key that is not a scalar: skills/alpha/SKILL.md";
+  const TOO_DEEP = "Skill frontmatter nests deeper than 64 levels: skills/alpha/SKILL.md";
   const laughs = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'];
   for (let level = 1; level < 9; level += 1) {
     laughs.push(`l${level}: &l${level} [${Array.from({ length: 9 }, () => `*l${level - 1}`).join(",")}]`);
@@ -289,6 +293,13 @@ describe("32: YAML is plain data, and the yaml library never speaks", () => {
     ["a !!binary name", "name: !!binary YWxwaGE=\ndescription: ok", NOT_STRINGS],
     ["name true", "name: true\ndescription: ok", NOT_STRINGS],
     ["description true", "name: alpha\ndescription: true", NOT_STRINGS],
+    ["28 nested explicit keys", `${ok}\n${"? ".repeat(28)}x`, NOT_SCALAR_KEY],
+    ["28 nested explicit keys under a value", `${ok}\nmeta:\n  ${"? ".repeat(28)}x`, NOT_SCALAR_KEY],
+    ["a flow list as a key", `${ok}\n? [a]\n: 1`, NOT_SCALAR_KEY],
+    ["a flow mapping as a key inside a list", `${ok}\nlist: [{a: 1}: 1]`, NOT_SCALAR_KEY],
+    ["an alias as a key", `${ok}\nx: &k a\n? *k\n: 1`, NOT_YAML],
+    ["lists nested 64 deep under the mapping", `${ok}\ndeep: ${"[".repeat(64)}${"]".repeat(64)}`, TOO_DEEP],
+    ["a number key and its string spelling", `${ok}\n1: a\n"1": b`, NOT_YAML],
   ];
 
   for (const [what, lines, message] of cases) {
@@ -312,6 +323,43 @@ describe("32: YAML is plain data, and the yaml library never speaks", () => {
   it("an anchor without an alias and a plain merge-looking key are harmless data", () => {
     writeManifest("alpha", manifest(`name: &n alpha\ndescription: ok\n<<: {x: 1}`));
     expect(quietly(() => scanned())).toEqual({ value: ["registered", ["alpha"]], spoken: 0 });
+  });
+
+  it("28 and 30 nested explicit keys are refused in milliseconds, and no key is ever turned into text", () => {
+    // Before, the duplicate-key check stringified each key, doubling per level: 1.2 GB and 12 s for 28 levels.
+    const stringified = vi.spyOn(YAMLMap.prototype, "toString");
+    for (const levels of [28, 30]) {
+      writeManifest("alpha", manifest(`${ok}\n${"? ".repeat(levels)}x`));
+      const started = performance.now();
+      expect(scanned()).toEqual(manifestError(NOT_SCALAR_KEY));
+      expect(performance.now() - started).toBeLessThan(1_000);
+    }
+    expect(stringified).not.toHaveBeenCalled();
+  });
+
+  it("lists and mappings nested 64 levels deep, the frontmatter's own mapping counted, scan", () => {
+    writeManifest("alpha", manifest(`${ok}\ndeep: ${"[".repeat(62)}{a: 1}${"]".repeat(62)}`));
+    expect(scanned()).toEqual(["registered", ["alpha"]]);
+    expect(MAX_FRONTMATTER_DEPTH).toBe(64);
+  });
+
+  it("each worst 64 KiB shape is decided in bounded time: refused, or parsed once and scanned", () => {
+    const fill = (head: string, unit: string, tail = ""): string =>
+      `${head}${unit.repeat(Math.floor((MAX_FRONTMATTER_BYTES - 100 - head.length - tail.length) / unit.length))}${tail}`;
+    const shapes: [string, string, ReturnType<typeof scanned>][] = [
+      ["nested explicit keys", fill("", "? ", "x"), manifestError(NOT_YAML)],
+      ["nested flow lists", fill("deep: ", "[", "]"), manifestError(NOT_YAML)],
+      ["one flow list of one-letter items", fill("list: [", "a,", "a]"), ["registered", ["alpha"]]],
+      ["a block list of empty mappings", fill("list:\n", "- {}\n"), ["registered", ["alpha"]]],
+      ["6,000 keys", Array.from({ length: 6_000 }, (_, key) => `k${key}: v`).join("\n"), ["registered", ["alpha"]]],
+      ["anchors on every item", fill("list: [", "&a b,", "b]"), ["registered", ["alpha"]]],
+    ];
+    for (const [what, yaml, expected] of shapes) {
+      writeManifest("alpha", manifest(`${ok}\n${yaml}`));
+      const started = performance.now();
+      expect([what, scanned()]).toEqual([what, expected]);
+      expect([what, performance.now() - started < 3_000]).toEqual([what, true]);
+    }
   });
 
   it("a billion-laughs document written after the scan is invalid_skill at load, silently", async () => {

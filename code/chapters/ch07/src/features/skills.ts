@@ -1,7 +1,7 @@
 import { closeSync, lstatSync, opendirSync, readSync, realpathSync, statSync } from "node:fs";
 import { realpath } from "node:fs/promises";
 import { join, sep } from "node:path";
-import { isScalar, parseDocument, visit } from "yaml";
+import { isAlias, isMap, isScalar, isSeq, parseDocument } from "yaml";
 import { z } from "zod";
 import { openConfined, openConfinedSync } from "../adapters/confined-open.js";
 import {
@@ -33,6 +33,8 @@ export const MAX_SKILL_DIRECTORIES = 1_000;
 export const MAX_SKILL_DESCRIPTION_CHARS = 1_024;
 /** A whole manifest read at load: the same cap as `read_file`'s. */
 export const MAX_SKILL_FILE_BYTES = 10 * 1024 * 1024;
+/** How deep a frontmatter's lists and mappings may nest: far more than metadata needs, far less than a stack. */
+export const MAX_FRONTMATTER_DEPTH = 64;
 
 const SKILLS_DIRECTORY = "skills";
 const MANIFEST = "SKILL.md";
@@ -585,21 +587,39 @@ function parseSkillDocument(text: string, source: string): { name: string; descr
   return { ...parseFrontmatter(frontmatter, source), body };
 }
 
-/** Whether any mapping of `document`, at any depth, holds the same key twice. */
-function hasDuplicateKey(document: ReturnType<typeof parseDocument>): boolean {
-  let duplicate = false;
-  visit(document, {
-    Map(_key, map) {
-      const seen = new Set<string>();
-      for (const pair of map.items) {
-        const key = isScalar(pair.key) ? `s:${String(pair.key.value)}` : `n:${String(pair.key)}`;
-        if (seen.has(key)) duplicate = true;
-        seen.add(key);
-      }
-      return duplicate ? visit.BREAK : undefined;
-    },
-  });
-  return duplicate;
+/**
+ * Why the parsed frontmatter is not plain data, found in one pass over its nodes that turns none of them into
+ * text: an alias, a key that is itself a list or mapping (yaml would stringify it, and a nested key again for
+ * every level above it: 28 levels of `? ` cost a gigabyte), one key twice in a mapping, or nesting past the bound.
+ */
+function frontmatterShapeError(
+  document: ReturnType<typeof parseDocument>,
+  source: string,
+  invalid: () => SkillManifestError,
+): SkillManifestError | undefined {
+  const pending: { readonly node: unknown; readonly depth: number }[] = [{ node: document.contents, depth: 0 }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const { node, depth } = next;
+    if (isAlias(node)) return invalid();
+    if (!isMap(node) && !isSeq(node)) continue;
+    if (depth === MAX_FRONTMATTER_DEPTH) {
+      return new SkillManifestError(`Skill frontmatter nests deeper than ${MAX_FRONTMATTER_DEPTH} levels: ${source}`);
+    }
+    if (isSeq(node)) {
+      for (const item of node.items) pending.push({ node: item, depth: depth + 1 });
+      continue;
+    }
+    const seen = new Set<string>();
+    for (const { key, value } of node.items) {
+      if (isAlias(key)) return invalid();
+      if (!isScalar(key)) return new SkillManifestError(`Skill frontmatter has a key that is not a scalar: ${source}`);
+      const text = String(key.value);
+      if (seen.has(text)) return invalid();
+      seen.add(text);
+      pending.push({ node: value, depth: depth + 1 });
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -610,21 +630,25 @@ function parseFrontmatter(frontmatter: string, source: string): { name: string; 
   const yamlText = frontmatter.replace(/^\uFEFF?---\r?\n/u, "");
   const invalid = (): SkillManifestError => new SkillManifestError(`Skill frontmatter is not valid YAML: ${source}`);
   let data: unknown;
+  let shapeError: SkillManifestError | undefined;
   try {
     const document = parseDocument(yamlText, {
       version: "1.2",
       schema: "core",
       merge: false,
-      // yaml's own duplicate-key check compares every key with every earlier one; hasDuplicateKey is linear.
+      // yaml's own duplicate-key check compares every key with every earlier one; frontmatterShapeError is linear.
       uniqueKeys: false,
       logLevel: "error",
       prettyErrors: false,
     });
-    if (document.errors.length > 0 || document.warnings.length > 0 || hasDuplicateKey(document)) throw invalid();
-    data = document.toJS({ maxAliasCount: 0 });
+    if (document.errors.length > 0 || document.warnings.length > 0) throw invalid();
+    // Checked before anything is turned into JavaScript, let alone text.
+    shapeError = frontmatterShapeError(document, source, invalid);
+    if (shapeError === undefined) data = document.toJS({ maxAliasCount: 0 });
   } catch {
     throw invalid();
   }
+  if (shapeError !== undefined) throw shapeError;
   if (typeof data !== "object" || data === null || Array.isArray(data)) {
     throw new SkillManifestError(`Skill frontmatter must be a mapping: ${source}`);
   }
