@@ -270,7 +270,7 @@ describe("the book's request path through buildAgent(P08)", () => {
     });
   });
 
-  it("rule 30: a child's requests are never compacted, and its large final text is saved by the parent's processor", async () => {
+  it("rule 30: a child's requests are never compacted, and its large final text reaches the parent cut, never saved (issue 34 E1)", async () => {
     await writeWorkspaceFiles();
     const childAnswer = "结".repeat(12_000);
     const model = new RoutingModel([
@@ -286,13 +286,13 @@ describe("the book's request path through buildAgent(P08)", () => {
     const childSecond = model.requests[2] as ModelRequest;
     expect(childSecond.messages[0]?.content).toBe(DEFAULT_SUBAGENT_SYSTEM_PROMPT);
     expect(childSecond.messages.at(-1)).toEqual({ role: "tool", content: BIG, toolCallId: "child-read" });
-    // The parent's task result (36,000 bytes) is saved, and only the reference is in its history.
-    expect(notices).toEqual([
-      { type: "published", relativePath: expect.stringMatching(ARTIFACT) as unknown, bytes: 36_000 },
-    ]);
+    // The model wrote all 36,000 bytes: task cuts them to 4,096 (chapter 6), too few for the processor to save.
+    expect(notices).toEqual([]);
     const taskResult = result.history.find((message) => message.role === "tool");
-    expect(taskResult?.content).toMatch(/^<persisted-tool-result>\n/);
-    expect(artifactNames()).toHaveLength(1);
+    expect(taskResult?.content).toBe(
+      `${"结".repeat(1_342)}\n[Subagent answer cut: 31974 of its 36000 UTF-8 bytes are not shown]`,
+    );
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
   });
 
   it("rule 25: a model error is not caught to compact, and a length reply is IncompleteModelReplyError with no transcript written", async () => {

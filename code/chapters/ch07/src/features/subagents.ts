@@ -15,6 +15,13 @@ export const DEFAULT_SUBAGENT_MAX_TURNS = 30;
  * calls a reply × 30 child turns × 20 parent turns is some 19,000 model calls; with it, at most 20 × 30 more.
  */
 export const MAX_SUBAGENT_RUNS = 20;
+/**
+ * UTF-8 bytes of a child's conclusion the parent reads, the note on a cut included: a few paragraphs, and 20
+ * children at most 80 KiB of the parent's context. The model chose every byte of it, and chapter 8 saves a result
+ * to a file nobody is asked about when it is over 30,000 bytes, or when a reply's results together are over 200,000:
+ * 32 results of this size and the 224 refused calls a reply can add to them stay under both.
+ */
+export const MAX_SUBAGENT_ANSWER_BYTES = 4_096;
 
 export const DEFAULT_SUBAGENT_SYSTEM_PROMPT =
   "You are a focused coding subagent working in the current workspace. " +
@@ -131,7 +138,7 @@ export class SubagentTool {
         ...(this.#onEvent === undefined ? {} : { onEvent: this.#onEvent }),
       });
       const result = await runner.run(input.description);
-      return toolSuccess(result.finalText);
+      return toolSuccess(conclusion(result.finalText));
     } catch (error) {
       this.#tellFailure(error);
       // No conclusion is safer than an unreliable one: never the child's last tool output, never its error text.
@@ -150,6 +157,21 @@ export class SubagentTool {
       // Only a report for the person: its failure must not change what the model reads.
     }
   }
+}
+
+/**
+ * The child's final text as the parent reads it: whole when it fits in `MAX_SUBAGENT_ANSWER_BYTES`, else as much of
+ * its start as fits beside a line saying how many bytes were left out, cut between two characters.
+ */
+function conclusion(finalText: string): string {
+  const bytes = new TextEncoder().encode(finalText);
+  if (bytes.byteLength <= MAX_SUBAGENT_ANSWER_BYTES) return finalText;
+  const note = (kept: number): string =>
+    `\n[Subagent answer cut: ${bytes.byteLength - kept} of its ${bytes.byteLength} UTF-8 bytes are not shown]`;
+  // Room for the longest note there can be (every byte cut): the one printed is never longer.
+  let kept = MAX_SUBAGENT_ANSWER_BYTES - new TextEncoder().encode(note(0)).byteLength;
+  while ((bytes[kept] ?? 0) >> 6 === 0b10) kept -= 1;
+  return `${new TextDecoder().decode(bytes.subarray(0, kept))}${note(kept)}`;
 }
 
 function isModelClient(value: unknown): value is ModelClient {
