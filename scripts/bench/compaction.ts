@@ -5,10 +5,14 @@ import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { AgentRunner } from "../../code/chapters/ch08/src/core/loop.js";
-import { assistantMessage, toolCall, type ChatMessage } from "../../code/chapters/ch08/src/core/messages.js";
+import { assistantMessage, toolCall } from "../../code/chapters/ch08/src/core/messages.js";
 import type { ModelClient, ModelReply, ModelRequest } from "../../code/chapters/ch08/src/core/model.js";
 import { ToolRegistry, toolSuccess, type ToolResult } from "../../code/chapters/ch08/src/core/tools.js";
-import { CompactionManager, historyUtf8Bytes } from "../../code/chapters/ch08/src/features/compaction.js";
+import {
+  CompactionManager,
+  CompactionSummary,
+  historyUtf8Bytes,
+} from "../../code/chapters/ch08/src/features/compaction.js";
 import { nowNs, ratioOfMedians, rounds, summarize } from "./stats.js";
 import { ratioText, type Row } from "./table.js";
 import { makeTemp, removeTemp } from "./temp.js";
@@ -71,7 +75,18 @@ function runner(workspace: string, replies: readonly ModelReply[], seen: ModelRe
   const model = scripted(replies, seen);
   const manager = new CompactionManager({
     workspace,
-    summarizer: { summarize: () => Promise.resolve(JSON.parse(SUMMARY)) },
+    summarizer: {
+      summarize: () =>
+        Promise.resolve(
+          new CompactionSummary({
+            currentGoal: "bench",
+            keyFindings: ["the tool returns filler"],
+            filesReadOrChanged: [],
+            remainingWork: ["go on"],
+            userConstraints: [],
+          }),
+        ),
+    },
   });
   return new AgentRunner({
     model,
@@ -81,7 +96,7 @@ function runner(workspace: string, replies: readonly ModelReply[], seen: ModelRe
     maxTurns: replies.length,
     ...(compact
       ? {
-          historyProcessor: (history: readonly ChatMessage[]) => manager.prepare(history),
+          historyProcessor: manager,
           toolResultProcessor: async (results: readonly ToolResult[]) =>
             (await manager.compactToolResults(results)).results,
         }

@@ -144,7 +144,7 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
     ...(compaction === undefined
       ? {}
       : {
-          historyProcessor: (history) => compaction.prepare(history),
+          historyProcessor: compaction,
           toolResultProcessor: async (results) => (await compaction.compactToolResults(results)).results,
         }),
     ...(deps.onEvent === undefined ? {} : { onEvent: deps.onEvent }),

@@ -107,7 +107,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     [["run", "--chapter", "two", "--prompt", "x"], '--chapter must be a whole number from 1 to 99, not "two"'],
     [
       ["run", "--chapter", "9", "--prompt", "x"],
-      "No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
+      "Chapter 9 has not been migrated to this snapshot; it knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
     ],
   ])("%j exits 1 with one 运行失败 line and never contacts a model", async (args, message) => {
     const run = await unified(args);

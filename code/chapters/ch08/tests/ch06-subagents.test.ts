@@ -548,7 +548,7 @@ describe("rule 20: the entries", () => {
     expect(await unified(["run", "--chapter", "9", "--prompt", "x"], {})).toEqual({
       code: 1,
       stdout: "",
-      stderr: "运行失败: No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7, 8\n",
+      stderr: "运行失败: Chapter 9 has not been migrated to this snapshot; it knows chapters 1, 2, 3, 4, 5, 6, 7, 8\n",
     });
     const help = await unified(["--help"], {});
     expect(help.stdout.split("\n")[0]).toBe(

@@ -12,7 +12,7 @@ import { PermissionDecision, type ApprovalProvider, type AuditSink } from "../sr
 import { P07, P08, profileForChapter, type ChapterProfile } from "../src/core/profiles.js";
 import {
   historyUtf8Bytes,
-  MICRO_COMPACT_PLACEHOLDER,
+  COMPACTED_TOOL_RESULT,
   SUMMARY_SYSTEM_PROMPT,
   type ArtifactNotice,
 } from "../src/features/compaction.js";
@@ -35,8 +35,8 @@ import { call, textTurn, toolTurn } from "./support/scripted-model.js";
 // the real openai SDK) and the demo. The book names no test file: this file's name is ours (CH08.md §3).
 
 const P07_TOOLS = ["shell", "read_file", "write_file", "edit_file", "glob", "todo_write", "task", "load_skill"];
-const ARTIFACT = /^\.agent_tutorial\/artifacts\/tool-result-[a-z0-9-]+\.txt$/;
-const TRANSCRIPT = /^\.agent_tutorial\/artifacts\/transcript-[a-z0-9-]+\.jsonl$/;
+const ARTIFACT = /^\.agent_tutorial\/artifacts\/tool-result-[a-z0-9]+\.txt$/;
+const TRANSCRIPT = /^\.agent_tutorial\/artifacts\/transcript-[a-z0-9]+\.jsonl$/;
 const SUMMARY = {
   current_goal: "总结 Markdown 文件",
   key_findings: ["big.log 全是构建日志"],
@@ -196,7 +196,7 @@ describe("the book's request path through buildAgent(P08)", () => {
     expect(tools.slice(2).map((message) => message.content)).toEqual([2, 3, 4, 5, 6, 7].map(part));
     const texts = JSON.stringify(result.history);
     expect(texts).not.toContain("[Compacted:");
-    expect(texts).not.toContain(MICRO_COMPACT_PLACEHOLDER);
+    expect(texts).not.toContain(COMPACTED_TOOL_RESULT);
     expect(texts).not.toContain("transcript_path");
 
     // Book order: the transcript of the canonical history (user, 2 calls, 8 results) is on disk before the summary.
@@ -215,9 +215,10 @@ describe("the book's request path through buildAgent(P08)", () => {
     const history = requestHistory(third);
     expect(history).toHaveLength(1);
     expect(history[0]?.role).toBe("system");
-    const [lead, json] = (history[0]?.content ?? "").split("\n");
-    expect(lead).toBe("Earlier messages were replaced by this summary; the full transcript is at transcript_path.");
-    expect(JSON.parse(json as string)).toEqual({ ...SUMMARY, transcript_path: transcriptPath });
+    // The book's summary message: its JSON, keys sorted, with its kind and the transcript's path, and nothing else.
+    const fields = { ...SUMMARY, kind: "compacted_history", transcript_path: transcriptPath };
+    expect(JSON.parse(history[0]?.content ?? "")).toEqual(fields);
+    expect(history[0]?.content).toBe(JSON.stringify(Object.fromEntries(Object.entries(fields).sort()), null, 2));
     // Neither snip nor micro changed anything here: the summarized request history was the canonical one.
     expect(summaries).toEqual([[historyUtf8Bytes(result.history.slice(0, 11)), historyUtf8Bytes(history)]]);
   });
@@ -397,10 +398,9 @@ describe("rule 33 and the bar: the CLI through a loopback provider", () => {
         "<persisted-tool-result>",
         `path: .agent_tutorial/artifacts/${path}`,
         "original_bytes: 60000",
-        "The full result is in that file: read_file with limit shows its first lines, and shell can search it.",
-        "head (at most 2000 bytes):",
+        "head_preview:",
         "日志".repeat(333),
-        "tail (at most 2000 bytes):",
+        "tail_preview:",
         "日志".repeat(333),
         "</persisted-tool-result>",
       ].join("\n"),
@@ -422,7 +422,7 @@ describe("rule 33 and the bar: the CLI through a loopback provider", () => {
       expect.stringMatching(new RegExp(`^\\[Artifact\\] \\.agent_tutorial/artifacts/${transcript} \\(\\d+ bytes\\)$`)),
       expect.stringMatching(/^\[Compaction\] request history summarized: \d+ -> \d+ bytes$/),
     ]);
-    expect(transcript).toMatch(/^transcript-[a-z0-9-]+\.jsonl$/);
+    expect(transcript).toMatch(/^transcript-[a-z0-9]+\.jsonl$/);
     expect(wireRequest(server, 1).tools ?? []).toEqual([]);
     expect(wireRequest(server, 1).messages[0]).toEqual({ role: "system", content: SUMMARY_SYSTEM_PROMPT });
     expect(wireRequest(server, 2).messages.map((message) => message.role)).toEqual(["system", "system"]);
@@ -439,7 +439,7 @@ describe("rule 33 and the bar: the CLI through a loopback provider", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toBe("");
     expect(run.stderr.split("\n").filter((line) => line.startsWith("运行失败"))).toEqual([
-      "运行失败: Request history processing failed: the summary reply is not one JSON object",
+      "运行失败: Request history processing failed: summary model output is not valid JSON",
     ]);
     expect(server.requests).toHaveLength(2);
     const recorded = JSON.parse(await readFile(out, "utf8")) as { messages: { role: string }[] };
@@ -470,7 +470,7 @@ describe("the chapter 8 demo", () => {
     expect(lines).toEqual([
       "[Hook] UserPromptSubmit",
       ...read,
-      expect.stringMatching(/^\[Artifact\] \.agent_tutorial\/artifacts\/tool-result-[a-z0-9-]+\.txt \(60000 bytes\)$/),
+      expect.stringMatching(/^\[Artifact\] \.agent_tutorial\/artifacts\/tool-result-[a-z0-9]+\.txt \(60000 bytes\)$/),
       "[Hook] PreToolUse: glob",
       "[Permission] glob: allow (default) - No permission rule blocked the request",
       "[Hook] PostToolUse: glob -> ok",
@@ -481,8 +481,8 @@ describe("the chapter 8 demo", () => {
       ...read,
       ...read,
       ...read,
-      expect.stringMatching(/^\[Artifact\] \.agent_tutorial\/artifacts\/tool-result-[a-z0-9-]+\.txt \(29000 bytes\)$/),
-      expect.stringMatching(/^\[Artifact\] \.agent_tutorial\/artifacts\/transcript-[a-z0-9-]+\.jsonl \(\d+ bytes\)$/),
+      expect.stringMatching(/^\[Artifact\] \.agent_tutorial\/artifacts\/tool-result-[a-z0-9]+\.txt \(29000 bytes\)$/),
+      expect.stringMatching(/^\[Artifact\] \.agent_tutorial\/artifacts\/transcript-[a-z0-9]+\.jsonl \(\d+ bytes\)$/),
       expect.stringMatching(/^\[Compaction\] request history summarized: \d+ -> \d+ bytes$/),
       "[Hook] Stop",
     ]);
@@ -531,9 +531,7 @@ describe("the chapter 8 demo", () => {
       text
         .split("\n")
         .filter((line) => /^\[(Hook|Permission|Artifact|Compaction)\]/.test(line))
-        .map((line) =>
-          line.replace(/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}/, "<id>").replace(/\(\d+ bytes\)$/, "(N bytes)"),
-        );
+        .map((line) => line.replace(/[0-9a-f]{32}/, "<id>").replace(/\(\d+ bytes\)$/, "(N bytes)"));
     expect(kept(quiet.stderr)).toEqual(kept(loud.stderr));
     expect(quiet.stdout).toBe(loud.stdout);
   });

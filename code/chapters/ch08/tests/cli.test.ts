@@ -198,7 +198,7 @@ describe("runCli arguments", () => {
     [
       "a chapter this snapshot does not have",
       ["run", "--chapter", "9", "--prompt", "hi"],
-      "运行失败: No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
+      "运行失败: Chapter 9 has not been migrated to this snapshot; it knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
     ],
     [
       "a chapter that is not a number",

@@ -34,6 +34,7 @@ import {
   ArtifactPathError,
   CompactionError,
   CompactionManager,
+  CompactionSummary,
   DEFAULT_BATCH_BUDGET_BYTES,
   DEFAULT_KEEP_RECENT_TOOL_GROUPS,
   DEFAULT_MAX_ARTIFACT_BYTES,
@@ -45,7 +46,7 @@ import {
   DEFAULT_SNIP_KEEP_HEAD_GROUPS,
   DEFAULT_SNIP_MAX_GROUPS,
   historyUtf8Bytes,
-  MICRO_COMPACT_PLACEHOLDER,
+  COMPACTED_TOOL_RESULT,
   microCompactHistory,
   ModelHistorySummarizer,
   parseCompactionSummary,
@@ -53,10 +54,11 @@ import {
   serializeTranscript,
   snipCompactHistory,
   SUMMARY_SYSTEM_PROMPT,
+  validateSnipConfiguration,
   type ArtifactNotice,
   type CompactionManagerOptions,
-  type CompactionSummary,
   type HistorySummarizer,
+  type ToolResultArtifact,
 } from "../src/features/compaction.js";
 import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-model.js";
 
@@ -66,18 +68,39 @@ import { call, ScriptedModel, textTurn, toolTurn } from "./support/scripted-mode
 
 const POSIX = process.platform !== "win32";
 const ARTIFACTS = ".agent_tutorial/artifacts";
-const LEAD = "Earlier messages were replaced by this summary; the full transcript is at transcript_path.";
-const FOLDER_REFUSED = "artifact folder is a link or not a folder";
-const GUIDANCE =
-  "The full result is in that file: read_file with limit shows its first lines, and shell can search it.";
+const CANNOT_CREATE = "artifact directory could not be created";
+const ESCAPES = "artifact directory escapes workspace";
 
-const SUMMARY: CompactionSummary = Object.freeze({
+/** A summary as the model writes it: the book's five snake_case fields. */
+interface WireSummary {
+  current_goal: unknown;
+  key_findings: unknown;
+  files_read_or_changed: unknown;
+  remaining_work: unknown;
+  user_constraints: unknown;
+}
+
+const WIRE: WireSummary = Object.freeze({
   current_goal: "Summarize the Markdown files",
   key_findings: ["README.md explains the demo", "日志很长"],
   files_read_or_changed: ["README.md"],
   remaining_work: [],
   user_constraints: ["Answer in Chinese"],
 });
+
+/** The class the manager requires, from the model's fields (changed by `overrides`). */
+function summaryOf(overrides: Partial<WireSummary> = {}): CompactionSummary {
+  const fields = { ...WIRE, ...overrides };
+  return new CompactionSummary({
+    currentGoal: fields.current_goal as string,
+    keyFindings: fields.key_findings as string[],
+    filesReadOrChanged: fields.files_read_or_changed as string[],
+    remainingWork: fields.remaining_work as string[],
+    userConstraints: fields.user_constraints as string[],
+  });
+}
+
+const SUMMARY = summaryOf();
 
 let base: string;
 let workspace: string;
@@ -173,32 +196,43 @@ function thrown(action: () => unknown): [string, string] | undefined {
   return undefined;
 }
 
-/** The summary message the manager builds: the lead line, then the five fields and the path, keys sorted. */
+/** The summary message the manager builds: the book's JSON, keys sorted, with its kind and the transcript's path. */
 function summaryText(transcript: string, summary: CompactionSummary = SUMMARY): string {
   const fields = {
-    current_goal: summary.current_goal,
-    files_read_or_changed: summary.files_read_or_changed,
-    key_findings: summary.key_findings,
-    remaining_work: summary.remaining_work,
+    current_goal: summary.currentGoal,
+    files_read_or_changed: summary.filesReadOrChanged,
+    key_findings: summary.keyFindings,
+    kind: "compacted_history",
+    remaining_work: summary.remainingWork,
     transcript_path: transcript,
-    user_constraints: summary.user_constraints,
+    user_constraints: summary.userConstraints,
   };
-  return `${LEAD}\n${JSON.stringify(fields)}`;
+  return JSON.stringify(fields, null, 2);
 }
 
-/** The reference a saved result becomes, with the default preview labels. */
-function reference(path: string, bytes: number, head: string, tail: string, headMax = 2000, tailMax = 2000): string {
+/** The block a saved result becomes: the book's lines, exactly. */
+function reference(path: string, bytes: number, head: string, tail: string): string {
   return [
     "<persisted-tool-result>",
     `path: ${path}`,
     `original_bytes: ${bytes}`,
-    GUIDANCE,
-    `head (at most ${headMax} bytes):`,
+    "head_preview:",
     head,
-    `tail (at most ${tailMax} bytes):`,
+    "tail_preview:",
     tail,
     "</persisted-tool-result>",
   ].join("\n");
+}
+
+/** A saved result as compactToolResults returns it: its index and its file's reference. */
+function artifact(resultIndex: number, relativePath: string, originalBytes: number): unknown {
+  return { resultIndex, reference: { path: join(workspace, ...relativePath.split("/")), relativePath, originalBytes } };
+}
+
+/** A transcript's reference as compactProactively returns it. */
+function transcriptRef(relativePath: string): unknown {
+  const path = join(workspace, ...relativePath.split("/"));
+  return { path, relativePath, originalBytes: readFileSync(path).byteLength };
 }
 
 /** A tool group: one assistant message with `ids.length` calls and their results, in call order. */
@@ -256,7 +290,7 @@ describe("constants", () => {
       DEFAULT_SNIP_KEEP_HEAD_GROUPS,
       DEFAULT_MAX_ARTIFACT_BYTES,
     ]).toEqual([30_000, 200_000, 2_000, 2_000, 3, 5, 50_000, 50, 3, 268_435_456]);
-    expect(MICRO_COMPACT_PLACEHOLDER).toBe("[Earlier tool result compacted. Re-run if needed.]");
+    expect(COMPACTED_TOOL_RESULT).toBe("[Earlier tool result compacted. Re-run if needed.]");
     expect(SUMMARY_SYSTEM_PROMPT).toBe(
       "Summarize the conversation below so the work can continue from the summary alone. Reply with one JSON " +
         "object and nothing else: no code fence and no tool call. It has exactly these keys: current_goal (a " +
@@ -271,9 +305,7 @@ describe("persisted tool results (rules 2–6)", () => {
     const { manager, notices } = fixture();
     const results = [toolSuccess(ascii(30_000)), toolSuccess(ascii(30_001, "b"))];
     const out = await manager.compactToolResults(results);
-    expect(out.artifacts).toEqual([
-      { resultIndex: 1, relativePath: `${ARTIFACTS}/tool-result-id-1.txt`, originalBytes: 30_001 },
-    ]);
+    expect(out.artifacts).toEqual([artifact(1, `${ARTIFACTS}/tool-result-id-1.txt`, 30_001)]);
     expect(out.results[0]).toBe(results[0]);
     expect(out.results[1]).toEqual({
       content: reference(`${ARTIFACTS}/tool-result-id-1.txt`, 30_001, ascii(2000, "b"), ascii(2000, "b")),
@@ -287,9 +319,7 @@ describe("persisted tool results (rules 2–6)", () => {
     const { manager } = fixture();
     const cjk = "中".repeat(10_001);
     const out = await manager.compactToolResults([toolSuccess(cjk), toolSuccess(ascii(29_999))]);
-    expect(out.artifacts).toEqual([
-      { resultIndex: 0, relativePath: `${ARTIFACTS}/tool-result-id-1.txt`, originalBytes: 30_003 },
-    ]);
+    expect(out.artifacts).toEqual([artifact(0, `${ARTIFACTS}/tool-result-id-1.txt`, 30_003)]);
     expect(out.results[1]?.content).toBe(ascii(29_999));
   });
 
@@ -321,8 +351,8 @@ describe("persisted tool results (rules 2–6)", () => {
     const eight = Array.from({ length: 8 }, () => toolSuccess(ascii(29_000)));
     const third = await manager.compactToolResults(eight);
     expect(third.artifacts).toEqual([
-      { resultIndex: 0, relativePath: `${ARTIFACTS}/tool-result-id-3.txt`, originalBytes: 29_000 },
-      { resultIndex: 1, relativePath: `${ARTIFACTS}/tool-result-id-4.txt`, originalBytes: 29_000 },
+      artifact(0, `${ARTIFACTS}/tool-result-id-3.txt`, 29_000),
+      artifact(1, `${ARTIFACTS}/tool-result-id-4.txt`, 29_000),
     ]);
   });
 
@@ -343,12 +373,13 @@ describe("persisted tool results (rules 2–6)", () => {
     const { manager } = fixture({ idGenerator: () => "0a1b2c3d-4e5f-6789-abcd-ef0123456789" });
     const content = `第一行 ${"données ".repeat(5000)}\r\n\u0000end`;
     const out = await manager.compactToolResults([toolSuccess(content)]);
-    const [artifact] = out.artifacts;
-    expect(artifact?.relativePath).toMatch(/^\.agent_tutorial\/artifacts\/tool-result-[a-z0-9-]+\.txt$/);
-    expect(artifact?.relativePath).toBe(`${ARTIFACTS}/tool-result-0a1b2c3d-4e5f-6789-abcd-ef0123456789.txt`);
-    const bytes = readFileSync(join(workspace, artifact?.relativePath ?? "missing"));
+    const reference = out.artifacts[0]?.reference;
+    expect(reference?.relativePath).toMatch(/^\.agent_tutorial\/artifacts\/tool-result-[a-z0-9-]+\.txt$/);
+    expect(reference?.relativePath).toBe(`${ARTIFACTS}/tool-result-0a1b2c3d-4e5f-6789-abcd-ef0123456789.txt`);
+    expect(reference?.path).toBe(join(artifactsDir(), "tool-result-0a1b2c3d-4e5f-6789-abcd-ef0123456789.txt"));
+    const bytes = readFileSync(reference?.path ?? "missing");
     expect(bytes.equals(Buffer.from(content, "utf8"))).toBe(true);
-    expect(artifact?.originalBytes).toBe(Buffer.byteLength(content, "utf8"));
+    expect(reference?.originalBytes).toBe(Buffer.byteLength(content, "utf8"));
   });
 
   it("writes lone surrogates as U+FFFD and counts 3 bytes for each", async () => {
@@ -356,9 +387,7 @@ describe("persisted tool results (rules 2–6)", () => {
     const content = `a${"\uD800".repeat(10)}b\uDC00`;
     const out = await manager.compactToolResults([toolSuccess(content)]);
     // a + 10 × 3 + b + 3 = 35 bytes.
-    expect(out.artifacts).toEqual([
-      { resultIndex: 0, relativePath: `${ARTIFACTS}/tool-result-id-1.txt`, originalBytes: 35 },
-    ]);
+    expect(out.artifacts).toEqual([artifact(0, `${ARTIFACTS}/tool-result-id-1.txt`, 35)]);
     const bytes = readFileSync(join(artifactsDir(), "tool-result-id-1.txt"));
     expect(bytes.equals(Buffer.from(content, "utf8"))).toBe(true);
     expect(bytes.toString("utf8")).toBe(`a${"\uFFFD".repeat(10)}b\uFFFD`);
@@ -383,10 +412,10 @@ describe("persisted tool results (rules 2–6)", () => {
     );
   });
 
-  it("labels the previews with the configured limits", async () => {
+  it("cuts the previews at the configured limits, and a limit of 0 gives an empty preview", async () => {
     const { manager } = fixture({ persistThresholdBytes: 10, previewHeadBytes: 4, previewTailBytes: 0 });
     const out = await manager.compactToolResults([toolSuccess("0123456789abcdef")]);
-    expect(out.results[0]?.content).toBe(reference(`${ARTIFACTS}/tool-result-id-1.txt`, 16, "0123", "", 4, 0));
+    expect(out.results[0]?.content).toBe(reference(`${ARTIFACTS}/tool-result-id-1.txt`, 16, "0123", ""));
   });
 
   it("keeps isError and the errorCode of a persisted error result", async () => {
@@ -461,10 +490,10 @@ describe("message groups, snip and micro (rules 11–14)", () => {
     expect(micro).toEqual([
       userMessage("read five files"),
       history[1],
-      toolMessage(MICRO_COMPACT_PLACEHOLDER, "t1"),
+      toolMessage(COMPACTED_TOOL_RESULT, "t1"),
       history[3],
-      toolMessage(MICRO_COMPACT_PLACEHOLDER, "t2a"),
-      toolMessage(MICRO_COMPACT_PLACEHOLDER, "t2b"),
+      toolMessage(COMPACTED_TOOL_RESULT, "t2a"),
+      toolMessage(COMPACTED_TOOL_RESULT, "t2b"),
       ...groups.slice(3).flat(),
     ]);
     expect(micro[1]).toBe(history[1]);
@@ -478,7 +507,7 @@ describe("message groups, snip and micro (rules 11–14)", () => {
     expect(microCompactHistory(history, { keepRecentToolGroups: 2 })).toEqual([
       userMessage("go"),
       history[1],
-      toolMessage(MICRO_COMPACT_PLACEHOLDER, "a"),
+      toolMessage(COMPACTED_TOOL_RESULT, "a"),
       ...history.slice(3),
     ]);
   });
@@ -505,7 +534,7 @@ describe("message groups, snip and micro (rules 11–14)", () => {
     expect(prepared).toEqual([
       userMessage("go"),
       history[1],
-      toolMessage(MICRO_COMPACT_PLACEHOLDER, "c1"),
+      toolMessage(COMPACTED_TOOL_RESULT, "c1"),
       ...history.slice(3),
     ]);
     expect(history).toEqual(copy);
@@ -557,8 +586,8 @@ describe("the summary (rules 15–19)", () => {
     const expectedInput = microCompactHistory(snipCompactHistory(history));
     expect(summarizer.inputs).toEqual([expectedInput]);
     expect(expectedInput).toContainEqual(systemMessage("[Compacted: 7 message groups omitted]"));
-    expect(expectedInput).toContainEqual(toolMessage(MICRO_COMPACT_PLACEHOLDER, "g12-a"));
-    expect(expectedInput).toContainEqual(toolMessage(MICRO_COMPACT_PLACEHOLDER, "g0-a"));
+    expect(expectedInput).toContainEqual(toolMessage(COMPACTED_TOOL_RESULT, "g12-a"));
+    expect(expectedInput).toContainEqual(toolMessage(COMPACTED_TOOL_RESULT, "g0-a"));
     expect(expectedInput).toContainEqual(toolMessage("result g48-a", "g48-a"));
     expect(expectedInput).not.toContainEqual(userMessage("message 9"));
 
@@ -576,53 +605,65 @@ describe("the summary (rules 15–19)", () => {
   });
 
   it("refuses a summary whose message would be over 50,000 bytes and keeps the transcript", async () => {
-    const big: CompactionSummary = { ...SUMMARY, current_goal: "g".repeat(49_900) };
+    const big = summaryOf({ current_goal: "g".repeat(49_900) });
     const { manager } = fixture({ proactiveThresholdBytes: 10 }, new CountingSummarizer(() => big));
     const history = [userMessage("a long enough history")];
-    expect(await rejection(manager.prepare(history))).toEqual(["CompactionError", "the summary is over 50000 bytes"]);
+    expect(await rejection(manager.prepare(history))).toEqual([
+      "CompactionError",
+      "summary message is over 50000 bytes",
+    ]);
     expect(listing()).toEqual(["transcript-id-1.jsonl"]);
   });
 
   it("accepts a summary message of exactly 50,000 bytes as the threshold measures it (its JSON line) and refuses one of 50,001", async () => {
     const path = `${ARTIFACTS}/transcript-id-1.jsonl`;
     const line = (summary: CompactionSummary): number => historyUtf8Bytes([systemMessage(summaryText(path, summary))]);
-    const pad = 50_000 - line({ ...SUMMARY, current_goal: "" });
-    const exact: CompactionSummary = { ...SUMMARY, current_goal: "g".repeat(pad) };
+    const pad = 50_000 - line(summaryOf({ current_goal: "g" })) + 1;
+    const exact = summaryOf({ current_goal: "g".repeat(pad) });
     expect(line(exact)).toBe(50_000);
     const { manager } = fixture({}, new CountingSummarizer(() => exact));
     expect((await manager.compactProactively([userMessage("hi")])).history).toEqual([
       systemMessage(summaryText(path, exact)),
     ]);
 
-    const over: CompactionSummary = { ...SUMMARY, current_goal: "g".repeat(pad + 1) };
+    const over = summaryOf({ current_goal: "g".repeat(pad + 1) });
     const second = fixture({ idGenerator: () => "id-1" }, new CountingSummarizer(() => over));
     rmSync(join(workspace, ".agent_tutorial"), { recursive: true });
     expect(await rejection(second.manager.compactProactively([userMessage("hi")]))).toEqual([
       "CompactionError",
-      "the summary is over 50000 bytes",
+      "summary message is over 50000 bytes",
     ]);
   });
 
   it("measures a summary by its JSON line, where every quote costs twice: 48,000 bytes of quotes are refused", async () => {
     // The summary message's text escapes each `"` once, its line (what the threshold counts) twice: a cap on the
     // text alone let a summary past the threshold through, and every later request summarized again.
-    const quotes: CompactionSummary = { ...SUMMARY, key_findings: ['"'.repeat(24_000)] };
+    const quotes = summaryOf({ key_findings: ['"'.repeat(24_000)] });
     const { manager } = fixture({}, new CountingSummarizer(() => quotes));
     expect(Buffer.byteLength(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`, quotes), "utf8")).toBeLessThan(50_000);
     expect(await rejection(manager.compactProactively([userMessage("hi")]))).toEqual([
       "CompactionError",
-      "the summary is over 50000 bytes",
+      "summary message is over 50000 bytes",
     ]);
   });
 
-  it("refuses an invalid summary from the summarizer itself and keeps the transcript and the history", async () => {
-    const bad = { ...SUMMARY, extra: "no" } as unknown as CompactionSummary;
-    const { manager, summarizer } = fixture({ proactiveThresholdBytes: 10 }, new CountingSummarizer(() => bad));
+  it("refuses a summarizer that returns a look-alike object instead of a CompactionSummary, and keeps the transcript and the history", async () => {
+    const lookAlike: unknown = {
+      currentGoal: SUMMARY.currentGoal,
+      keyFindings: SUMMARY.keyFindings,
+      filesReadOrChanged: SUMMARY.filesReadOrChanged,
+      remainingWork: SUMMARY.remainingWork,
+      userConstraints: SUMMARY.userConstraints,
+    };
+    const { manager, summarizer } = fixture(
+      { proactiveThresholdBytes: 10 },
+      new CountingSummarizer(() => lookAlike as CompactionSummary),
+    );
     const history = Object.freeze([userMessage("a long enough history"), assistantMessage("reply")]);
     const copy = [...history];
     expect(await rejection(manager.prepare(history))).toEqual([
-      "CompactionError",
-      "the summary must have exactly the keys current_goal, files_read_or_changed, key_findings, remaining_work, user_constraints",
+      "TypeError",
+      "summarizer must return CompactionSummary",
     ]);
     expect(summarizer.calls).toBe(1);
     expect(history).toEqual(copy);
@@ -648,16 +689,16 @@ describe("the summary (rules 15–19)", () => {
     writeFileSync(join(workspace, ".agent_tutorial"), "a file, not a folder");
     const { manager, summarizer, notices } = fixture({ proactiveThresholdBytes: 10 });
     const history = Object.freeze([userMessage("a long enough history")]);
-    expect(await rejection(manager.prepare(history))).toEqual(["ArtifactPathError", FOLDER_REFUSED]);
+    expect(await rejection(manager.prepare(history))).toEqual(["ArtifactPathError", CANNOT_CREATE]);
     expect(summarizer.calls).toBe(0);
     expect(history).toEqual([userMessage("a long enough history")]);
     expect(readFileSync(join(workspace, ".agent_tutorial"), "utf8")).toBe("a file, not a folder");
-    expect(notices).toEqual([{ type: "failed", reason: FOLDER_REFUSED }]);
+    expect(notices).toEqual([{ type: "failed", reason: CANNOT_CREATE }]);
   });
 });
 
 describe("ModelHistorySummarizer (rules 16, 17)", () => {
-  const valid = JSON.stringify(SUMMARY);
+  const valid = JSON.stringify(WIRE);
   const history = [userMessage("读取 README.md"), ...toolGroup(["r1"]), assistantMessage("done")];
 
   async function summarizeWith(reply: ModelReply): Promise<{ outcome: unknown; model: ScriptedModel }> {
@@ -685,84 +726,55 @@ describe("ModelHistorySummarizer (rules 16, 17)", () => {
   });
 
   it("accepts a reply of exactly 50,000 bytes", async () => {
-    const pad = 50_000 - Buffer.byteLength(JSON.stringify({ ...SUMMARY, current_goal: "" }), "utf8");
-    const exact = { ...SUMMARY, current_goal: "g".repeat(pad) };
+    const pad = 50_000 - Buffer.byteLength(JSON.stringify({ ...WIRE, current_goal: "" }), "utf8");
+    const exact = { ...WIRE, current_goal: "g".repeat(pad) };
     expect(Buffer.byteLength(JSON.stringify(exact), "utf8")).toBe(50_000);
-    expect((await summarizeWith(textTurn(JSON.stringify(exact)))).outcome).toEqual(exact);
+    expect((await summarizeWith(textTurn(JSON.stringify(exact)))).outcome).toEqual(summaryOf(exact));
   });
 
   it("accepts empty lists and surrounding whitespace", async () => {
-    const empty = { ...SUMMARY, key_findings: [], files_read_or_changed: [], user_constraints: [] };
-    expect((await summarizeWith(textTurn(`\n ${JSON.stringify(empty)} \n`))).outcome).toEqual(empty);
+    const empty = { ...WIRE, key_findings: [], files_read_or_changed: [], user_constraints: [] };
+    expect((await summarizeWith(textTurn(`\n ${JSON.stringify(empty)} \n`))).outcome).toEqual(summaryOf(empty));
   });
 
-  const keys =
-    "the summary must have exactly the keys current_goal, files_read_or_changed, key_findings, remaining_work, user_constraints";
-  const notObject = "the summary reply is not one JSON object";
+  const keys = "summary model output must contain the exact fields";
+  const notJson = "summary model output is not valid JSON";
+  const invalid = "summary model output has invalid values";
+  const tools = "summary model must not call tools";
+  const notStop = "summary model finishReason must be stop";
+  const empty = "summary model output is empty";
   const cases: [string, ModelReply, string][] = [
-    ["tool calls", toolTurn(call("c1", "read_file", { path: "a" })), "the summary reply asked for tools"],
+    ["tool calls", toolTurn(call("c1", "read_file", { path: "a" })), tools],
     [
       "tool calls with stop",
       { message: assistantMessage(valid, [call("c1", "read_file", { path: "a" })]), finishReason: "stop" },
-      "the summary reply asked for tools",
+      tools,
     ],
-    ["length", textTurn(valid, "length"), "the summary reply ended with length, not a plain stop"],
-    [
-      "content_filter",
-      textTurn(valid, "content_filter"),
-      "the summary reply ended with content_filter, not a plain stop",
-    ],
-    ["null content", textTurn(null), "the summary reply is empty"],
-    ["empty content", textTurn(""), "the summary reply is empty"],
-    ["blank content", textTurn(" \n\t "), "the summary reply is empty"],
-    ["prose", textTurn("Here is the summary: the user wants a summary."), notObject],
-    ["prose around JSON", textTurn(`Summary:\n${valid}`), notObject],
-    ["a fenced block", textTurn(`\`\`\`json\n${valid}\n\`\`\``), notObject],
-    ["a JSON array", textTurn(`[${valid}]`), notObject],
-    ["JSON null", textTurn("null"), notObject],
-    ["a JSON string", textTurn(JSON.stringify(valid)), notObject],
-    ["an extra key", textTurn(JSON.stringify({ ...SUMMARY, notes: [] })), keys],
-    ["a missing key", textTurn(JSON.stringify({ ...SUMMARY, user_constraints: undefined })), keys],
+    ["length", textTurn(valid, "length"), notStop],
+    ["content_filter", textTurn(valid, "content_filter"), notStop],
+    ["null content", textTurn(null), empty],
+    ["empty content", textTurn(""), empty],
+    ["blank content", textTurn(" \n\t "), empty],
+    ["prose", textTurn("Here is the summary: the user wants a summary."), notJson],
+    ["prose around JSON", textTurn(`Summary:\n${valid}`), notJson],
+    ["a fenced block", textTurn(`\`\`\`json\n${valid}\n\`\`\``), notJson],
+    ["a JSON array", textTurn(`[${valid}]`), keys],
+    ["JSON null", textTurn("null"), keys],
+    ["a JSON string", textTurn(JSON.stringify(valid)), keys],
+    ["an extra key", textTurn(JSON.stringify({ ...WIRE, notes: [] })), keys],
+    ["a missing key", textTurn(JSON.stringify({ ...WIRE, user_constraints: undefined })), keys],
     ["a misspelled key", textTurn(valid.replace("key_findings", "keyFindings")), keys],
-    [
-      "current_goal not a string",
-      textTurn(JSON.stringify({ ...SUMMARY, current_goal: ["goal"] })),
-      "the summary's current_goal is not a non-empty string",
-    ],
-    [
-      "a blank current_goal",
-      textTurn(JSON.stringify({ ...SUMMARY, current_goal: " \n " })),
-      "the summary's current_goal is not a non-empty string",
-    ],
-    [
-      "a list that is a string",
-      textTurn(JSON.stringify({ ...SUMMARY, key_findings: "one finding" })),
-      "the summary's key_findings is not a list of non-empty strings",
-    ],
-    [
-      "a list holding a number",
-      textTurn(JSON.stringify({ ...SUMMARY, remaining_work: ["step", 2] })),
-      "the summary's remaining_work is not a list of non-empty strings",
-    ],
-    [
-      "a list holding a blank string",
-      textTurn(JSON.stringify({ ...SUMMARY, user_constraints: ["  "] })),
-      "the summary's user_constraints is not a list of non-empty strings",
-    ],
-    [
-      "a list holding an empty string",
-      textTurn(JSON.stringify({ ...SUMMARY, files_read_or_changed: [""] })),
-      "the summary's files_read_or_changed is not a list of non-empty strings",
-    ],
-    [
-      "a list holding null",
-      textTurn(JSON.stringify({ ...SUMMARY, key_findings: [null] })),
-      "the summary's key_findings is not a list of non-empty strings",
-    ],
+    ["current_goal not a string", textTurn(JSON.stringify({ ...WIRE, current_goal: ["goal"] })), invalid],
+    ["a blank current_goal", textTurn(JSON.stringify({ ...WIRE, current_goal: " \n " })), invalid],
+    ["a list that is a string", textTurn(JSON.stringify({ ...WIRE, key_findings: "one finding" })), invalid],
+    ["a list holding a number", textTurn(JSON.stringify({ ...WIRE, remaining_work: ["step", 2] })), invalid],
+    ["a list holding a blank string", textTurn(JSON.stringify({ ...WIRE, user_constraints: ["  "] })), invalid],
+    ["a list holding an empty string", textTurn(JSON.stringify({ ...WIRE, files_read_or_changed: [""] })), invalid],
+    ["a list holding null", textTurn(JSON.stringify({ ...WIRE, key_findings: [null] })), invalid],
     [
       "a reply over 50,000 bytes",
-      textTurn(JSON.stringify({ ...SUMMARY, current_goal: "目".repeat(16_700) })),
-      "the summary reply is over 50000 bytes",
+      textTurn(JSON.stringify({ ...WIRE, current_goal: "目".repeat(16_700) })),
+      "summary model output is over 50000 bytes",
     ],
   ];
 
@@ -773,10 +785,11 @@ describe("ModelHistorySummarizer (rules 16, 17)", () => {
 
   it("parseCompactionSummary refuses the same forms directly", () => {
     expect(parseCompactionSummary(valid)).toEqual(SUMMARY);
-    expect(thrown(() => parseCompactionSummary("{"))).toEqual(["CompactionError", notObject]);
-    expect(thrown(() => parseCompactionSummary(JSON.stringify({ ...SUMMARY, current_goal: 7 })))).toEqual([
+    expect(parseCompactionSummary(valid)).toBeInstanceOf(CompactionSummary);
+    expect(thrown(() => parseCompactionSummary("{"))).toEqual(["CompactionError", notJson]);
+    expect(thrown(() => parseCompactionSummary(JSON.stringify({ ...WIRE, current_goal: 7 })))).toEqual([
       "CompactionError",
-      "the summary's current_goal is not a non-empty string",
+      invalid,
     ]);
   });
 
@@ -789,7 +802,7 @@ describe("ModelHistorySummarizer (rules 16, 17)", () => {
       proactiveThresholdBytes: 10,
     });
     const canonical = Object.freeze([...history]);
-    expect(await rejection(manager.prepare(canonical))).toEqual(["CompactionError", notObject]);
+    expect(await rejection(manager.prepare(canonical))).toEqual(["CompactionError", notJson]);
     expect(canonical).toEqual(history);
     expect(fileText(`${ARTIFACTS}/transcript-id-1.jsonl`)).toBe(serializeTranscript(history));
     model.assertExhausted();
@@ -814,8 +827,8 @@ describe("the transcript (rule 20)", () => {
     ];
     const { manager, summarizer } = fixture();
     const { transcript } = await manager.compactProactively(history);
-    expect(transcript).toBe(`${ARTIFACTS}/transcript-id-1.jsonl`);
-    const text = fileText(transcript);
+    expect(transcript).toEqual(transcriptRef(`${ARTIFACTS}/transcript-id-1.jsonl`));
+    const text = readFileSync(transcript.path, "utf8");
     expect(text.endsWith("\n")).toBe(true);
     expect(text).toBe(serializeTranscript(history));
     const lines = text.slice(0, -1).split("\n");
@@ -840,7 +853,8 @@ describe("the transcript (rule 20)", () => {
   it("is an empty file for an empty history", async () => {
     const { manager } = fixture();
     const { transcript, history } = await manager.compactProactively([]);
-    expect(readFileSync(join(workspace, transcript)).byteLength).toBe(0);
+    expect(readFileSync(transcript.path).byteLength).toBe(0);
+    expect(transcript.originalBytes).toBe(0);
     expect(history).toEqual([systemMessage(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`))]);
   });
 });
@@ -851,13 +865,13 @@ describe("ids and publication (rules 21, 27)", () => {
     await manager.compactToolResults([toolSuccess("first result, long")]);
     expect(await rejection(manager.compactToolResults([toolSuccess("second result, long")]))).toEqual([
       "ArtifactConflictError",
-      "artifact id already exists",
+      "artifact already exists",
     ]);
     expect(fileText(`${ARTIFACTS}/tool-result-same.txt`)).toBe("first result, long");
     expect(listing()).toEqual(["tool-result-same.txt"]);
     expect(notices).toEqual([
       { type: "published", relativePath: `${ARTIFACTS}/tool-result-same.txt`, bytes: 18 },
-      { type: "failed", reason: "artifact id already exists" },
+      { type: "failed", reason: "artifact already exists" },
     ]);
   });
 
@@ -873,7 +887,7 @@ describe("ids and publication (rules 21, 27)", () => {
     expect(error).toBeInstanceOf(CompactionError);
     expect(listing()).toEqual(before);
     expect(fileText(`${ARTIFACTS}/tool-result-x.txt`)).toBe("kept from before");
-    expect(notices.at(-1)).toEqual({ type: "failed", reason: "artifact id already exists" });
+    expect(notices.at(-1)).toEqual({ type: "failed", reason: "artifact already exists" });
   });
 
   it.skipIf(!POSIX)(
@@ -883,7 +897,7 @@ describe("ids and publication (rules 21, 27)", () => {
       const out = await manager.compactToolResults([toolSuccess("a result of some length"), toolSuccess("short")]);
       const { transcript } = await manager.compactProactively([userMessage("hello")]);
       expect(listing()).toEqual(["tool-result-id-1.txt", "transcript-id-2.jsonl"]);
-      for (const relative of [out.artifacts[0]?.relativePath ?? "missing", transcript]) {
+      for (const relative of [out.artifacts[0]?.reference.relativePath ?? "missing", transcript.relativePath]) {
         const info = lstatSync(join(workspace, relative));
         expect(info.isFile()).toBe(true);
         expect(info.nlink).toBe(1);
@@ -903,7 +917,7 @@ describe("ids and publication (rules 21, 27)", () => {
     expect(lstatSync(join(artifactsDir(), "tool-result-fresh.txt")).nlink).toBe(1);
     expect(await rejection(manager.compactToolResults([toolSuccess("a second result")]))).toEqual([
       "ArtifactConflictError",
-      "artifact id already exists",
+      "artifact already exists",
     ]);
     expect(listing()).toEqual(["tool-result-fresh.txt", "tool-result-taken.txt"]);
     expect(readFileSync(join(artifactsDir(), "tool-result-taken.txt"), "utf8")).toBe("someone else's");
@@ -957,7 +971,7 @@ describe("ids and publication (rules 21, 27)", () => {
     const id = "a".repeat(64);
     const { manager } = fixture({ idGenerator: () => id, persistThresholdBytes: 10 });
     const out = await manager.compactToolResults([toolSuccess("a result of some length")]);
-    expect(out.artifacts[0]?.relativePath).toBe(`${ARTIFACTS}/tool-result-${id}.txt`);
+    expect(out.artifacts[0]?.reference.relativePath).toBe(`${ARTIFACTS}/tool-result-${id}.txt`);
   });
 
   it("stops at the artifact quota: a batch past it fails and writes nothing", async () => {
@@ -1028,12 +1042,9 @@ describe("the cache (rule 22)", () => {
     expect(fileText(`${ARTIFACTS}/transcript-id-2.jsonl`)).toBe(serializeTranscript(appended));
   });
 
-  it("keeps snip's marker from the cached prefix on a pure append", async () => {
-    const { manager, summarizer } = fixture({
-      proactiveThresholdBytes: 10_000_000,
-      snipMaxGroups: 4,
-      snipKeepHeadGroups: 1,
-    });
+  it("after cached appends the snip marker still counts every group really omitted, as a fresh snip would", async () => {
+    const options = { proactiveThresholdBytes: 10_000_000, snipMaxGroups: 4, snipKeepHeadGroups: 1 };
+    const { manager, summarizer } = fixture(options);
     const history = Array.from({ length: 6 }, (_, index) => userMessage(`m${index}`));
     expect(await manager.prepare(history)).toEqual([
       userMessage("m0"),
@@ -1041,14 +1052,43 @@ describe("the cache (rule 22)", () => {
       userMessage("m4"),
       userMessage("m5"),
     ]);
-    // The input is now [m0, marker, m4, m5, m6]: five groups, so the marker itself is among the omitted.
-    expect(await manager.prepare([...history, userMessage("m6")])).toEqual([
+    // The input is now the cached [m0, marker, m4, m5] plus m6: the old marker is dropped with m4, and the new one
+    // counts the 3 groups it stood for, not 1 (m1–m4 are gone).
+    for (const [length, omitted] of [
+      [7, 4],
+      [8, 5],
+      [9, 6],
+    ] as const) {
+      const canonical = Array.from({ length }, (_, index) => userMessage(`m${index}`));
+      const expected = [
+        userMessage("m0"),
+        systemMessage(`[Compacted: ${omitted} message groups omitted]`),
+        userMessage(`m${length - 2}`),
+        userMessage(`m${length - 1}`),
+      ];
+      expect(await manager.prepare(canonical)).toEqual(expected);
+      expect(await fixture(options).manager.prepare(canonical)).toEqual(expected);
+    }
+    expect(summarizer.calls).toBe(0);
+  });
+
+  it("counts a marker by identity, never by its text: a look-alike system message is one group", () => {
+    const lookAlike = systemMessage("[Compacted: 40 message groups omitted]");
+    const history = [userMessage("m0"), lookAlike, userMessage("m2"), userMessage("m3"), userMessage("m4")];
+    expect(snipCompactHistory(history, { maxGroups: 4, keepHeadGroups: 1 })).toEqual([
       userMessage("m0"),
       systemMessage("[Compacted: 2 message groups omitted]"),
-      userMessage("m5"),
-      userMessage("m6"),
+      userMessage("m3"),
+      userMessage("m4"),
     ]);
-    expect(summarizer.calls).toBe(0);
+    // Its own output snipped again counts what its marker stood for.
+    const once = snipCompactHistory(history, { maxGroups: 4, keepHeadGroups: 1 });
+    expect(snipCompactHistory([...once, userMessage("m5")], { maxGroups: 4, keepHeadGroups: 1 })).toEqual([
+      userMessage("m0"),
+      systemMessage("[Compacted: 3 message groups omitted]"),
+      userMessage("m4"),
+      userMessage("m5"),
+    ]);
   });
 
   it("prepares any other change from scratch", async () => {
@@ -1083,9 +1123,9 @@ describe("proactive and reactive compaction (rules 23, 24)", () => {
     const out = await manager.compactProactively(history);
     expect(out).toEqual({
       history: [systemMessage(summaryText(`${ARTIFACTS}/transcript-id-1.jsonl`))],
-      transcript: `${ARTIFACTS}/transcript-id-1.jsonl`,
+      transcript: transcriptRef(`${ARTIFACTS}/transcript-id-1.jsonl`),
     });
-    expect(fileText(out.transcript)).toBe(serializeTranscript(history));
+    expect(readFileSync(out.transcript.path, "utf8")).toBe(serializeTranscript(history));
     expect(summarizer.calls).toBe(1);
   });
 
@@ -1105,7 +1145,7 @@ describe("proactive and reactive compaction (rules 23, 24)", () => {
     mkdirSync(join(workspace, ".agent_tutorial"));
     writeFileSync(join(workspace, ".agent_tutorial", "artifacts"), "a file");
     const { manager, summarizer } = fixture();
-    expect(await rejection(manager.compactProactively(history))).toEqual(["ArtifactPathError", FOLDER_REFUSED]);
+    expect(await rejection(manager.compactProactively(history))).toEqual(["ArtifactPathError", CANNOT_CREATE]);
     expect(summarizer.calls).toBe(0);
   });
 
@@ -1115,7 +1155,7 @@ describe("proactive and reactive compaction (rules 23, 24)", () => {
     const { manager, summarizer } = fixture({ idGenerator: () => "dup" });
     expect(await rejection(manager.compactProactively(history))).toEqual([
       "ArtifactConflictError",
-      "artifact id already exists",
+      "artifact already exists",
     ]);
     expect(summarizer.calls).toBe(0);
     expect(listing()).toEqual(["transcript-dup.jsonl"]);
@@ -1134,7 +1174,7 @@ describe("proactive and reactive compaction (rules 23, 24)", () => {
       userMessage("g8"),
     ]);
     validateToolPairing(out.history);
-    expect(fileText(out.transcript)).toBe(serializeTranscript(history));
+    expect(readFileSync(out.transcript.path, "utf8")).toBe(serializeTranscript(history));
     expect(summarizer.inputs).toEqual([history]);
 
     // Fewer groups than the tail: all of them follow the summary.
@@ -1161,28 +1201,25 @@ describe("proactive and reactive compaction (rules 23, 24)", () => {
 });
 
 describe("folder safety (rule 26)", () => {
-  async function refused(setup: () => void): Promise<void> {
+  async function refused(setup: () => void, reason = ESCAPES): Promise<void> {
     setup();
     const outsideBefore = tree(outside);
     const { manager, summarizer, notices } = fixture({ persistThresholdBytes: 10, proactiveThresholdBytes: 10 });
     expect(await rejection(manager.compactToolResults([toolSuccess("a result of some length")]))).toEqual([
       "ArtifactPathError",
-      FOLDER_REFUSED,
+      reason,
     ]);
     expect(await rejection(manager.prepare([userMessage("a long enough history")]))).toEqual([
       "ArtifactPathError",
-      FOLDER_REFUSED,
+      reason,
     ]);
-    expect(await rejection(manager.compactProactively([userMessage("hello")]))).toEqual([
-      "ArtifactPathError",
-      FOLDER_REFUSED,
-    ]);
+    expect(await rejection(manager.compactProactively([userMessage("hello")]))).toEqual(["ArtifactPathError", reason]);
     expect(summarizer.calls).toBe(0);
     expect(tree(outside)).toEqual(outsideBefore);
     expect(notices).toEqual([
-      { type: "failed", reason: FOLDER_REFUSED },
-      { type: "failed", reason: FOLDER_REFUSED },
-      { type: "failed", reason: FOLDER_REFUSED },
+      { type: "failed", reason: reason },
+      { type: "failed", reason: reason },
+      { type: "failed", reason: reason },
     ]);
     for (const notice of notices) {
       expect(notice.type === "failed" && (notice.reason.includes("/") || notice.reason.includes(base))).toBe(false);
@@ -1226,24 +1263,24 @@ describe("folder safety (rule 26)", () => {
   });
 
   it(".agent_tutorial as a file", async () => {
-    await refused(() => writeFileSync(join(workspace, ".agent_tutorial"), "not a folder"));
+    await refused(() => writeFileSync(join(workspace, ".agent_tutorial"), "not a folder"), CANNOT_CREATE);
     expect(readFileSync(join(workspace, ".agent_tutorial"), "utf8")).toBe("not a folder");
   });
 
   it("artifacts as a file", async () => {
     mkdirSync(join(workspace, ".agent_tutorial"));
-    await refused(() => writeFileSync(join(workspace, ".agent_tutorial", "artifacts"), "not a folder"));
+    await refused(() => writeFileSync(join(workspace, ".agent_tutorial", "artifacts"), "not a folder"), CANNOT_CREATE);
     expect(readFileSync(join(workspace, ".agent_tutorial", "artifacts"), "utf8")).toBe("not a folder");
   });
 
   it.skipIf(!POSIX)(".agent_tutorial as a FIFO", async () => {
-    await refused(() => execFileSync("mkfifo", [join(workspace, ".agent_tutorial")]));
+    await refused(() => execFileSync("mkfifo", [join(workspace, ".agent_tutorial")]), CANNOT_CREATE);
     expect(lstatSync(join(workspace, ".agent_tutorial")).isFIFO()).toBe(true);
   });
 
   it.skipIf(!POSIX)("artifacts as a FIFO", async () => {
     mkdirSync(join(workspace, ".agent_tutorial"));
-    await refused(() => execFileSync("mkfifo", [join(workspace, ".agent_tutorial", "artifacts")]));
+    await refused(() => execFileSync("mkfifo", [join(workspace, ".agent_tutorial", "artifacts")]), CANNOT_CREATE);
   });
 
   it("a workspace that is not a real folder is refused before anything is written", async () => {
@@ -1251,7 +1288,7 @@ describe("folder safety (rule 26)", () => {
     const error = await manager.compactToolResults([toolSuccess("a result of some length")]).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ArtifactPathError);
     expect(existsSync(join(base, "missing"))).toBe(false);
-    expect(notices).toEqual([{ type: "failed", reason: "the workspace folder is no longer where it was" }]);
+    expect(notices).toEqual([{ type: "failed", reason: CANNOT_CREATE }]);
   });
 });
 
@@ -1263,7 +1300,7 @@ describe("notices", () => {
       },
     });
     const { results, artifacts } = await manager.compactToolResults([toolSuccess(ascii(30_001))]);
-    expect(artifacts.map((artifact) => artifact.relativePath)).toEqual([`${ARTIFACTS}/tool-result-id-1.txt`]);
+    expect(artifacts.map((artifact) => artifact.reference.relativePath)).toEqual([`${ARTIFACTS}/tool-result-id-1.txt`]);
     expect(results[0]?.content).toMatch(
       /^<persisted-tool-result>\npath: \.agent_tutorial\/artifacts\/tool-result-id-1\.txt\n/,
     );
@@ -1310,7 +1347,7 @@ describe("a folder swapped while it is written (rule 26, D3)", () => {
         const content = `${String(batch).padStart(4, "0")}${ascii(30_000)}`;
         try {
           const { artifacts } = await manager.compactToolResults([toolSuccess(content)]);
-          kept.set((artifacts[0] as { relativePath: string }).relativePath, content);
+          kept.set((artifacts[0] as ToolResultArtifact).reference.relativePath, content);
         } catch (error) {
           expect(error).toBeInstanceOf(ArtifactPathError);
           failures += 1;
@@ -1404,12 +1441,48 @@ describe("configuration (rule 34)", () => {
     ]);
   });
 
-  it("requires snipMaxGroups > snipKeepHeadGroups + 1", () => {
-    const message = ["RangeError", "snipMaxGroups must be greater than snipKeepHeadGroups + 1"];
-    expect(thrown(() => fixture({ snipMaxGroups: 4, snipKeepHeadGroups: 3 }))).toEqual(message);
-    expect(thrown(() => fixture({ snipMaxGroups: 3, snipKeepHeadGroups: 3 }))).toEqual(message);
+  it("checks snip's limits with validateSnipConfiguration: room for a head group, the marker and a tail group", () => {
+    const head = ["RangeError", "keepHeadGroups must leave room for marker and tail groups"];
+    const max = ["RangeError", "maxGroups must leave room for head, marker, and tail groups"];
+    expect(thrown(() => fixture({ snipMaxGroups: 4, snipKeepHeadGroups: 3 }))).toEqual(head);
+    expect(thrown(() => fixture({ snipMaxGroups: 3, snipKeepHeadGroups: 3 }))).toEqual(head);
     expect(thrown(() => fixture({ snipMaxGroups: 5, snipKeepHeadGroups: 3 }))).toBeUndefined();
-    expect(thrown(() => fixture({ snipMaxGroups: 4 }))).toEqual(message);
+    expect(thrown(() => fixture({ snipMaxGroups: 4 }))).toEqual(head);
+    expect(thrown(() => fixture({ snipMaxGroups: 2, snipKeepHeadGroups: 1 }))).toEqual(max);
+    expect(thrown(() => validateSnipConfiguration(3, 1))).toBeUndefined();
+    expect(thrown(() => validateSnipConfiguration(0, 1))).toEqual([
+      "RangeError",
+      "maxGroups must be a positive integer",
+    ]);
+    expect(thrown(() => validateSnipConfiguration(3, 1.5))).toEqual([
+      "RangeError",
+      "keepHeadGroups must be a positive integer",
+    ]);
+  });
+
+  it("snipCompactHistory and microCompactHistory check their options before anything is cut", () => {
+    // Today's bug: maxGroups 2 with the default 3 head groups dropped the tail under a marker that miscounted.
+    const history = Array.from({ length: 6 }, (_, index) => userMessage(`m${index}`));
+    expect(thrown(() => snipCompactHistory(history, { maxGroups: 2 }))).toEqual([
+      "RangeError",
+      "maxGroups must leave room for head, marker, and tail groups",
+    ]);
+    expect(thrown(() => snipCompactHistory(history, { maxGroups: 4 }))).toEqual([
+      "RangeError",
+      "keepHeadGroups must leave room for marker and tail groups",
+    ]);
+    expect(thrown(() => snipCompactHistory(history, { keepHeadGroups: 0 }))).toEqual([
+      "RangeError",
+      "keepHeadGroups must be a positive integer",
+    ]);
+    for (const keepRecentToolGroups of [0, -1, 1.5]) {
+      expect(thrown(() => microCompactHistory(history, { keepRecentToolGroups }))).toEqual([
+        "RangeError",
+        "keepRecentToolGroups must be a positive integer",
+      ]);
+    }
+    // Checked before the history: a broken history with broken options names the options.
+    expect(thrown(() => snipCompactHistory([toolMessage("stray", "c9")], { maxGroups: 2 }))?.[0]).toBe("RangeError");
   });
 
   it("refuses a negative or fractional retryCount", async () => {

@@ -5,7 +5,6 @@ import { HookRegistry, HookResult } from "../src/core/hooks.js";
 import {
   AgentRunError,
   AgentRunner,
-  type AgentRunnerOptions,
   HistoryProcessingError,
   MAX_TURN_RESULT_BYTES,
   type ToolRoundObserver,
@@ -100,7 +99,8 @@ function setUp(
       runner: AgentRunner,
       postSaw: readonly [string, string][],
     ) => Promise<readonly ToolResult[]>;
-    historyProcessor?: AgentRunnerOptions["historyProcessor"];
+    /** The history processor's `prepare`. */
+    historyProcessor?: (history: readonly ChatMessage[]) => Promise<readonly ChatMessage[]>;
     toolRoundObserver?: ToolRoundObserver;
     stopAfter?: string;
   } = {},
@@ -122,7 +122,7 @@ function setUp(
     workspace: "/nowhere",
     hooks,
     onEvent: (event) => events.push(event),
-    historyProcessor: options.historyProcessor,
+    historyProcessor: options.historyProcessor === undefined ? undefined : { prepare: options.historyProcessor },
     toolRoundObserver: options.toolRoundObserver,
     toolResultProcessor: processor === undefined ? undefined : (results) => processor(results, runner, postSaw),
   });

@@ -76,10 +76,14 @@ describe("chapter profiles", () => {
   it("knows no chapter but 1, 2, 3, 4, 5, 6, 7 and 8, and says which it knows", () => {
     expect(() => profileForChapter(9)).toThrow(UnknownChapterError);
     expect(() => profileForChapter(9)).toThrow(
-      new UnknownChapterError("No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7, 8"),
+      new UnknownChapterError(
+        "Chapter 9 has not been migrated to this snapshot; it knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
+      ),
     );
     expect(() => profileForChapter(0)).toThrow(
-      new UnknownChapterError("No profile for chapter 0; this snapshot knows chapters 1, 2, 3, 4, 5, 6, 7, 8"),
+      new UnknownChapterError(
+        "Chapter 0 has not been migrated to this snapshot; it knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
+      ),
     );
   });
 

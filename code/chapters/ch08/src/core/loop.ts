@@ -66,6 +66,11 @@ export class HistoryProcessingError extends AgentRunError {
   }
 }
 
+/** Chapter 8: what prepares each request's history from a copy of the canonical one (the `CompactionManager`). */
+export interface HistoryProcessor {
+  prepare(history: readonly ChatMessage[]): Promise<readonly ChatMessage[]>;
+}
+
 /** Calls run per reply: the model's reply is not ours, and one reply may ask for thousands. */
 export const MAX_TOOL_CALLS_PER_REPLY = 32;
 /**
@@ -130,7 +135,7 @@ export interface AgentRunnerOptions {
    * Chapter 8: turns the canonical history into the history of the next request, between two model calls. The
    * canonical history is never changed; a throw or an invalid result fails the run with `HistoryProcessingError`.
    */
-  readonly historyProcessor?: (history: readonly ChatMessage[]) => Promise<readonly ChatMessage[]>;
+  readonly historyProcessor?: HistoryProcessor;
   /**
    * Chapter 8: sees one reply's results together, after every call and PostToolUse of it, before any of them is in
    * the history. A throw or an invalid result turns each of them into `tool_result_processing_error`.
@@ -311,7 +316,7 @@ export class AgentRunner {
     if (this.#historyProcessor === undefined) return this.#history;
     let prepared: unknown;
     try {
-      prepared = await this.#historyProcessor(this.history);
+      prepared = await this.#historyProcessor.prepare(this.history);
       if (!Array.isArray(prepared)) throw new TypeError("the processor returned no array");
       const messages = Object.freeze([...(prepared as unknown[])]);
       if (!messages.every(isChatMessage)) throw new TypeError("the processor returned a value that is no message");

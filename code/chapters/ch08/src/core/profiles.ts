@@ -142,7 +142,7 @@ export function profileForChapter(n: number): ChapterProfile {
   const profile = PROFILES.find((candidate) => candidate.chapter === n);
   if (profile === undefined) {
     const known = PROFILES.map((candidate) => candidate.chapter).join(", ");
-    throw new UnknownChapterError(`No profile for chapter ${n}; this snapshot knows chapters ${known}`);
+    throw new UnknownChapterError(`Chapter ${n} has not been migrated to this snapshot; it knows chapters ${known}`);
   }
   return profile;
 }

@@ -1,13 +1,17 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import {
   chmodSync,
+  closeSync,
   constants,
   fchmodSync,
+  fstatSync,
   fsyncSync,
   lstatSync,
   linkSync,
+  openSync,
   readlinkSync,
   unlinkSync,
+  writeSync,
   type BigIntStats,
 } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
@@ -39,36 +43,97 @@ export const DEFAULT_SNIP_KEEP_HEAD_GROUPS = 3;
  */
 export const DEFAULT_MAX_ARTIFACT_BYTES = 256 * 1024 * 1024;
 
-export const MICRO_COMPACT_PLACEHOLDER = "[Earlier tool result compacted. Re-run if needed.]";
+/** What an older tool result's content becomes in the request history (micro compaction). */
+export const COMPACTED_TOOL_RESULT = "[Earlier tool result compacted. Re-run if needed.]";
 export const SUMMARY_SYSTEM_PROMPT =
   "Summarize the conversation below so the work can continue from the summary alone. Reply with one JSON object " +
   "and nothing else: no code fence and no tool call. It has exactly these keys: current_goal (a non-empty string), " +
   "key_findings, files_read_or_changed, remaining_work and user_constraints (each an array of non-empty strings).";
-const SUMMARY_LEAD = "Earlier messages were replaced by this summary; the full transcript is at transcript_path.";
 
 /** Where the runtime writes, relative to the workspace: made on the first write, never through a link. */
 const ARTIFACT_FOLDERS = [".agent_tutorial", "artifacts"] as const;
+/**
+ * Written into `.agent_tutorial/` when the runtime makes it: git then offers none of it (tool output, secrets
+ * included) to a user whose workspace is their repository, as pytest's and ruff's caches do.
+ */
+const STATE_GITIGNORE = "*\n";
+/** An injected id: lowercase letters and digits, in parts joined by single hyphens. The default has no hyphen. */
 const ID_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 const MAX_ID_LENGTH = 64;
+const SUMMARY_FIELDS = [
+  "current_goal",
+  "files_read_or_changed",
+  "key_findings",
+  "remaining_work",
+  "user_constraints",
+] as const;
 
-/** What the book's five fields hold, as the summary model must return them. */
-export interface CompactionSummary {
-  readonly current_goal: string;
-  readonly key_findings: readonly string[];
-  readonly files_read_or_changed: readonly string[];
-  readonly remaining_work: readonly string[];
-  readonly user_constraints: readonly string[];
+/** A summary's five fields as the manager's code reads them, checked when it is made: a summary is valid or none. */
+export class CompactionSummary {
+  readonly currentGoal: string;
+  readonly keyFindings: readonly string[];
+  readonly filesReadOrChanged: readonly string[];
+  readonly remainingWork: readonly string[];
+  readonly userConstraints: readonly string[];
+
+  constructor(fields: {
+    readonly currentGoal: string;
+    readonly keyFindings: readonly string[];
+    readonly filesReadOrChanged: readonly string[];
+    readonly remainingWork: readonly string[];
+    readonly userConstraints: readonly string[];
+  }) {
+    this.currentGoal = filledText(fields.currentGoal);
+    this.keyFindings = filledList(fields.keyFindings);
+    this.filesReadOrChanged = filledList(fields.filesReadOrChanged);
+    this.remainingWork = filledList(fields.remainingWork);
+    this.userConstraints = filledList(fields.userConstraints);
+    Object.freeze(this);
+  }
+}
+
+const filled = (item: unknown): item is string => typeof item === "string" && item.trim() !== "";
+
+function filledText(value: unknown): string {
+  if (!filled(value)) throw new CompactionError("summary model output has invalid values");
+  return value;
+}
+
+/** A frozen copy: a list changed by its owner later cannot change the summary. */
+function filledList(value: unknown): readonly string[] {
+  if (!Array.isArray(value) || !value.every(filled)) {
+    throw new CompactionError("summary model output has invalid values");
+  }
+  return Object.freeze([...value]);
 }
 
 export interface HistorySummarizer {
   summarize(history: readonly ChatMessage[]): Promise<CompactionSummary>;
 }
 
-/** A result the manager saved: its place in the batch, the file (workspace-relative, `/`) and its size. */
+/** A file the manager published: its absolute path (never shown to the model), the workspace-relative one, its size. */
 export interface ArtifactReference {
-  readonly resultIndex: number;
+  readonly path: string;
+  /** Relative to the workspace, with `/`: the only path a message or a terminal line holds. */
   readonly relativePath: string;
   readonly originalBytes: number;
+}
+
+/** A result `compactToolResults` saved: its place in the batch and its file. */
+export interface ToolResultArtifact {
+  readonly resultIndex: number;
+  readonly reference: ArtifactReference;
+}
+
+export interface ToolResultCompactionOutcome {
+  readonly results: readonly ToolResult[];
+  readonly artifacts: readonly ToolResultArtifact[];
+}
+
+/** A summary's outcome: the request history it leaves, and the transcript written before it. */
+export interface HistoryCompactionOutcome {
+  readonly history: readonly ChatMessage[];
+  readonly transcript: ArtifactReference;
 }
 
 /** A file the runtime wrote into the workspace without asking, or why it could not: the CLI says both. */
@@ -80,7 +145,7 @@ export interface CompactionManagerOptions {
   /** The workspace's real path. */
   readonly workspace: string;
   readonly summarizer: HistorySummarizer;
-  /** A new slug per file; `randomUUID` when omitted. Never a tool-call id, a tool name or model text. */
+  /** A new id per file; a UUID without hyphens when omitted. Never a tool-call id, a tool name or model text. */
   readonly idGenerator?: () => string;
   readonly persistThresholdBytes?: number;
   readonly batchBudgetBytes?: number;
@@ -101,7 +166,7 @@ export class CompactionError extends Error {
   override readonly name: string = "CompactionError";
 }
 
-/** The artifact folder is a link, not a folder, or outside the workspace; or an id is not a safe name. */
+/** The artifact folder cannot be made, is a link, or leads outside the workspace; or an id is not a safe name. */
 export class ArtifactPathError extends CompactionError {
   override readonly name = "ArtifactPathError";
 }
@@ -114,6 +179,20 @@ export class ArtifactConflictError extends CompactionError {
 /** The prompt-too-long recovery was asked again in the same recovery window. */
 export class PromptTooLongRetryError extends CompactionError {
   override readonly name = "PromptTooLongRetryError";
+}
+
+function requirePositiveInteger(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer`);
+}
+
+/** Snip's limits leave room for at least one head group, the marker and one tail group; else a RangeError. */
+export function validateSnipConfiguration(maxGroups: number, keepHeadGroups: number): void {
+  requirePositiveInteger("maxGroups", maxGroups);
+  requirePositiveInteger("keepHeadGroups", keepHeadGroups);
+  if (maxGroups < 3) throw new RangeError("maxGroups must leave room for head, marker, and tail groups");
+  if (keepHeadGroups > maxGroups - 2) {
+    throw new RangeError("keepHeadGroups must leave room for marker and tail groups");
+  }
 }
 
 /** A history cut into the units every level keeps or drops whole: a message, or a call with all its results. */
@@ -135,25 +214,37 @@ const isToolGroup = (group: MessageGroup): boolean => {
   return first?.role === "assistant" && first.toolCalls.length > 0;
 };
 
-/** Above `maxGroups` groups: the first `keepHeadGroups`, one marker, and the last groups up to `maxGroups` in all. */
+/**
+ * Above `maxGroups` groups: the first `keepHeadGroups`, one marker, and the last groups up to `maxGroups` in all.
+ * The limits are checked first (`validateSnipConfiguration`), then the history's pairing.
+ */
 export function snipCompactHistory(
   history: readonly ChatMessage[],
   options: { readonly maxGroups?: number; readonly keepHeadGroups?: number } = {},
 ): readonly ChatMessage[] {
-  const groups = validatedGroups(history);
   const maxGroups = options.maxGroups ?? DEFAULT_SNIP_MAX_GROUPS;
-  return Object.freeze(snipGroups(groups, maxGroups, options.keepHeadGroups ?? DEFAULT_SNIP_KEEP_HEAD_GROUPS).flat());
+  const keepHeadGroups = options.keepHeadGroups ?? DEFAULT_SNIP_KEEP_HEAD_GROUPS;
+  validateSnipConfiguration(maxGroups, keepHeadGroups);
+  return Object.freeze(snipGroups(validatedGroups(history), maxGroups, keepHeadGroups).flat());
 }
+
+/**
+ * The groups each marker made here stands for, by the marker's identity (never by its text): a cached request
+ * history snipped again drops its old marker with the rest, and the new one counts what that one stood for.
+ */
+const markerGroups = new WeakMap<ChatMessage, number>();
+
+const groupsStoodFor = (group: MessageGroup): number =>
+  group.length === 1 ? (markerGroups.get(group[0] as ChatMessage) ?? 1) : 1;
 
 function snipGroups(groups: readonly MessageGroup[], maxGroups: number, keepHead: number): readonly MessageGroup[] {
   if (groups.length <= maxGroups) return groups;
   const keepTail = maxGroups - keepHead - 1;
-  const omitted = groups.length - keepHead - keepTail;
-  return [
-    ...groups.slice(0, keepHead),
-    [systemMessage(`[Compacted: ${omitted} message groups omitted]`)],
-    ...groups.slice(groups.length - keepTail),
-  ];
+  const dropped = groups.slice(keepHead, groups.length - keepTail);
+  const omitted = dropped.reduce((sum, group) => sum + groupsStoodFor(group), 0);
+  const marker = systemMessage(`[Compacted: ${omitted} message groups omitted]`);
+  markerGroups.set(marker, omitted);
+  return [...groups.slice(0, keepHead), [marker], ...groups.slice(groups.length - keepTail)];
 }
 
 /** Every tool result before the last `keepRecentToolGroups` tool groups becomes the placeholder; calls stay. */
@@ -161,8 +252,9 @@ export function microCompactHistory(
   history: readonly ChatMessage[],
   options: { readonly keepRecentToolGroups?: number } = {},
 ): readonly ChatMessage[] {
-  const groups = validatedGroups(history);
-  return microGroups(groups, options.keepRecentToolGroups ?? DEFAULT_KEEP_RECENT_TOOL_GROUPS);
+  const keepRecentToolGroups = options.keepRecentToolGroups ?? DEFAULT_KEEP_RECENT_TOOL_GROUPS;
+  requirePositiveInteger("keepRecentToolGroups", keepRecentToolGroups);
+  return microGroups(validatedGroups(history), keepRecentToolGroups);
 }
 
 function microGroups(groups: readonly MessageGroup[], keep: number): readonly ChatMessage[] {
@@ -172,7 +264,7 @@ function microGroups(groups: readonly MessageGroup[], keep: number): readonly Ch
       if (!isToolGroup(group) || toolGroupsLeft <= 0) return group;
       toolGroupsLeft -= 1;
       return group.map((message) =>
-        message.role === "tool" ? toolMessage(MICRO_COMPACT_PLACEHOLDER, message.toolCallId) : message,
+        message.role === "tool" ? toolMessage(COMPACTED_TOOL_RESULT, message.toolCallId) : message,
       );
     }),
   );
@@ -255,31 +347,50 @@ function historyStartsWith(history: readonly ChatMessage[], prefix: readonly Cha
   return prefix.length <= history.length && prefix.every((message, index) => sameMessage(message, history[index]));
 }
 
-/** The summary's five fields checked: a summary that is not exactly what was asked for is no summary. */
+/**
+ * The summary model's reply text as a summary: one JSON object with exactly the five fields, each filled (the lists
+ * may be empty). Anything else is refused, never repaired.
+ */
 export function parseCompactionSummary(text: string): CompactionSummary {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    throw new CompactionError("the summary reply is not one JSON object");
+    throw new CompactionError("summary model output is not valid JSON");
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new CompactionError("the summary reply is not one JSON object");
+  if (
+    typeof value !== "object" ||
+    value === null ||
+    Array.isArray(value) ||
+    !sameKeys(Object.keys(value).sort(), SUMMARY_FIELDS)
+  ) {
+    throw new CompactionError("summary model output must contain the exact fields");
   }
-  const fields = value as Record<string, unknown>;
-  const keys = ["current_goal", "files_read_or_changed", "key_findings", "remaining_work", "user_constraints"];
-  if (stableJson(Object.keys(fields).sort()) !== stableJson(keys)) {
-    throw new CompactionError(`the summary must have exactly the keys ${keys.join(", ")}`);
-  }
-  const filled = (item: unknown): item is string => typeof item === "string" && item.trim() !== "";
-  if (!filled(fields.current_goal)) throw new CompactionError("the summary's current_goal is not a non-empty string");
-  for (const key of keys.slice(1)) {
-    const list = fields[key];
-    if (!Array.isArray(list) || !list.every(filled)) {
-      throw new CompactionError(`the summary's ${key} is not a list of non-empty strings`);
-    }
-  }
-  return fields as unknown as CompactionSummary;
+  const fields = value as Record<(typeof SUMMARY_FIELDS)[number], unknown>;
+  return new CompactionSummary({
+    currentGoal: fields.current_goal as string,
+    keyFindings: fields.key_findings as string[],
+    filesReadOrChanged: fields.files_read_or_changed as string[],
+    remainingWork: fields.remaining_work as string[],
+    userConstraints: fields.user_constraints as string[],
+  });
+}
+
+const sameKeys = (keys: readonly string[], expected: readonly string[]): boolean =>
+  keys.length === expected.length && keys.every((key, index) => key === expected[index]);
+
+/** The one system message a summary becomes: its JSON, keys sorted, with its kind and where the transcript is. */
+function summaryContent(summary: CompactionSummary, transcriptPath: string): string {
+  const fields = {
+    current_goal: summary.currentGoal,
+    files_read_or_changed: summary.filesReadOrChanged,
+    key_findings: summary.keyFindings,
+    kind: "compacted_history",
+    remaining_work: summary.remainingWork,
+    transcript_path: transcriptPath,
+    user_constraints: summary.userConstraints,
+  };
+  return JSON.stringify(fields, null, 2);
 }
 
 /**
@@ -295,14 +406,12 @@ export class ModelHistorySummarizer implements HistorySummarizer {
       tools: Object.freeze([]),
     });
     const reply = await this.model.complete(request);
-    if (reply.message.toolCalls.length > 0) throw new CompactionError("the summary reply asked for tools");
-    if (reply.finishReason !== "stop") {
-      throw new CompactionError(`the summary reply ended with ${reply.finishReason}, not a plain stop`);
-    }
+    if (reply.message.toolCalls.length > 0) throw new CompactionError("summary model must not call tools");
+    if (reply.finishReason !== "stop") throw new CompactionError("summary model finishReason must be stop");
     const content = reply.message.content;
-    if (content === null || content.trim() === "") throw new CompactionError("the summary reply is empty");
+    if (content === null || content.trim() === "") throw new CompactionError("summary model output is empty");
     if (Buffer.byteLength(content, "utf8") > DEFAULT_PROACTIVE_THRESHOLD_BYTES) {
-      throw new CompactionError(`the summary reply is over ${DEFAULT_PROACTIVE_THRESHOLD_BYTES} bytes`);
+      throw new CompactionError(`summary model output is over ${DEFAULT_PROACTIVE_THRESHOLD_BYTES} bytes`);
     }
     return parseCompactionSummary(content);
   }
@@ -342,7 +451,7 @@ export class CompactionManager {
     };
     this.#workspace = options.workspace;
     this.#summarizer = options.summarizer;
-    this.#newId = options.idGenerator ?? randomUUID;
+    this.#newId = options.idGenerator ?? (() => randomUUID().replaceAll("-", ""));
     this.#persistThreshold = positive(
       "persistThresholdBytes",
       options.persistThresholdBytes,
@@ -369,9 +478,7 @@ export class CompactionManager {
       options.snipKeepHeadGroups,
       DEFAULT_SNIP_KEEP_HEAD_GROUPS,
     );
-    if (this.#snipMaxGroups <= this.#snipKeepHeadGroups + 1) {
-      throw new RangeError("snipMaxGroups must be greater than snipKeepHeadGroups + 1");
-    }
+    validateSnipConfiguration(this.#snipMaxGroups, this.#snipKeepHeadGroups);
     this.#maxArtifactBytes = positive("maxArtifactBytes", options.maxArtifactBytes, DEFAULT_MAX_ARTIFACT_BYTES);
     this.#onArtifact = options.onArtifact;
     this.#onSummary = options.onSummary;
@@ -409,9 +516,7 @@ export class CompactionManager {
    * a tie) until what stays inline fits the batch budget. A saved result's message is its reference and previews,
    * with its error code kept. Any failure removes this batch's files and throws.
    */
-  async compactToolResults(
-    results: readonly ToolResult[],
-  ): Promise<{ readonly results: readonly ToolResult[]; readonly artifacts: readonly ArtifactReference[] }> {
+  async compactToolResults(results: readonly ToolResult[]): Promise<ToolResultCompactionOutcome> {
     const bytes = results.map((result) => Buffer.from(result.content, "utf8"));
     const saved = new Set(
       bytes.flatMap((content, index) => (content.byteLength > this.#persistThreshold ? [index] : [])),
@@ -429,20 +534,23 @@ export class CompactionManager {
     if (saved.size === 0) return Object.freeze({ results, artifacts: Object.freeze([]) });
 
     const order = [...saved].sort((a, b) => a - b);
-    const files = await this.#publishAll(
+    for (const index of order) {
+      const result = results[index] as ToolResult;
+      // A saved error must stay the error it was: without its code it would be no error the model can tell.
+      if (result.isError && result.errorCode === undefined) {
+        throw new CompactionError("error tool result lost its errorCode");
+      }
+    }
+    const references = await this.#publishAll(
       order.map((index) => ({ prefix: "tool-result", extension: "txt", bytes: bytes[index] as Buffer })),
     );
     const artifacts = order.map((resultIndex, position) =>
-      Object.freeze({
-        resultIndex,
-        relativePath: files[position] as string,
-        originalBytes: (bytes[resultIndex] as Buffer).byteLength,
-      }),
+      Object.freeze({ resultIndex, reference: references[position] as ArtifactReference }),
     );
     const compacted = [...results];
-    for (const { resultIndex, relativePath } of artifacts) {
+    for (const { resultIndex, reference } of artifacts) {
       const result = results[resultIndex] as ToolResult;
-      const content = this.#reference(relativePath, bytes[resultIndex] as Buffer);
+      const content = this.#persistedMessage(reference.relativePath, bytes[resultIndex] as Buffer);
       // A saved error is still an error, with its code: the progress row and the model read it as one.
       compacted[resultIndex] = Object.freeze(
         result.isError ? { content, isError: true, errorCode: result.errorCode } : { content, isError: false },
@@ -452,9 +560,7 @@ export class CompactionManager {
   }
 
   /** The canonical transcript of `history` on disk, then `[summary]`, whatever the history's size. */
-  async compactProactively(
-    history: readonly ChatMessage[],
-  ): Promise<{ readonly history: readonly ChatMessage[]; readonly transcript: string }> {
+  async compactProactively(history: readonly ChatMessage[]): Promise<HistoryCompactionOutcome> {
     validatedGroups(history);
     const transcript = await this.#writeTranscript(history);
     const summary = await this.#summaryMessage(history, transcript);
@@ -468,7 +574,7 @@ export class CompactionManager {
   async compactOnPromptTooLong(
     history: readonly ChatMessage[],
     options: { readonly retryCount: number },
-  ): Promise<{ readonly history: readonly ChatMessage[]; readonly transcript: string }> {
+  ): Promise<HistoryCompactionOutcome> {
     if (!Number.isSafeInteger(options.retryCount) || options.retryCount < 0) {
       throw new RangeError("retryCount must be a non-negative integer");
     }
@@ -485,49 +591,52 @@ export class CompactionManager {
     return this.#summaryMessage(requestHistory, transcript);
   }
 
-  /** The one system message a summary becomes: where the transcript is, and the five fields, key-sorted. */
-  async #summaryMessage(history: readonly ChatMessage[], transcript: string): Promise<ChatMessage> {
-    const summary = parseCompactionSummary(JSON.stringify(await this.#summarizer.summarize(history)));
-    const fields = { ...summary, transcript_path: transcript };
-    const message = systemMessage(`${SUMMARY_LEAD}\n${stableJson(fields)}`);
-    // Measured as the threshold measures it (its JSON line): a summary past it would be summarized again next turn.
+  /**
+   * The one system message a summary becomes. The summarizer must hand back a `CompactionSummary` (checked when it
+   * was made); the message is measured as the threshold measures it (its JSON line): a summary past it would be
+   * summarized again next turn.
+   */
+  async #summaryMessage(history: readonly ChatMessage[], transcript: ArtifactReference): Promise<ChatMessage> {
+    const summary: unknown = await this.#summarizer.summarize(history);
+    if (!(summary instanceof CompactionSummary)) throw new TypeError("summarizer must return CompactionSummary");
+    const message = systemMessage(summaryContent(summary, transcript.relativePath));
     if (historyUtf8Bytes([message]) > DEFAULT_PROACTIVE_THRESHOLD_BYTES) {
-      throw new CompactionError(`the summary is over ${DEFAULT_PROACTIVE_THRESHOLD_BYTES} bytes`);
+      throw new CompactionError(`summary message is over ${DEFAULT_PROACTIVE_THRESHOLD_BYTES} bytes`);
     }
     return message;
   }
 
-  async #writeTranscript(history: readonly ChatMessage[]): Promise<string> {
-    const [path] = await this.#publishAll([
+  async #writeTranscript(history: readonly ChatMessage[]): Promise<ArtifactReference> {
+    const [reference] = await this.#publishAll([
       { prefix: "transcript", extension: "jsonl", bytes: Buffer.from(serializeTranscript(history), "utf8") },
     ]);
-    return path as string;
+    return reference as ArtifactReference;
   }
 
   /** The message that stands for a saved result: where it is, its size, and its first and last bytes. */
-  #reference(relativePath: string, content: Buffer): string {
+  #persistedMessage(relativePath: string, content: Buffer): string {
     const { head, tail } = previews(content, this.#previewHead, this.#previewTail);
     return [
       "<persisted-tool-result>",
       `path: ${relativePath}`,
       `original_bytes: ${content.byteLength}`,
-      "The full result is in that file: read_file with limit shows its first lines, and shell can search it.",
-      `head (at most ${this.#previewHead} bytes):`,
+      "head_preview:",
       head,
-      `tail (at most ${this.#previewTail} bytes):`,
+      "tail_preview:",
       tail,
       "</persisted-tool-result>",
     ].join("\n");
   }
 
   /**
-   * Writes each file, in order, into the artifact folder, and returns each one's workspace-relative path by its
-   * index. All or nothing: a failure removes what this call published, says why (without a path) and throws.
+   * Writes each file, in order, into the artifact folder, and returns a reference to each by its index. All or
+   * nothing: a failure removes what this call published (and the folders it made), says why (without a path) and
+   * throws.
    */
   async #publishAll(
     files: readonly { readonly prefix: string; readonly extension: string; readonly bytes: Buffer }[],
-  ): Promise<string[]> {
-    const published: string[] = [];
+  ): Promise<ArtifactReference[]> {
+    const published: ArtifactReference[] = [];
     const created: string[] = [];
     let folder: ArtifactFolder | undefined;
     try {
@@ -541,12 +650,19 @@ export class CompactionManager {
         const name = names[index] as string;
         await writeExclusiveAtomic(folder, name, file.bytes);
         created.push(name);
-        published.push([...ARTIFACT_FOLDERS, name].join("/"));
+        published.push(
+          Object.freeze({
+            path: join(this.#workspace, ...ARTIFACT_FOLDERS, name),
+            relativePath: [...ARTIFACT_FOLDERS, name].join("/"),
+            originalBytes: file.bytes.byteLength,
+          }),
+        );
       }
       folder.confirm();
       this.#artifactBytes += total;
     } catch (error) {
       const cleaned = folder === undefined || removeCreatedArtifacts(folder, created);
+      if (cleaned) folder?.removeMade();
       folder?.close();
       const reason = failureReason(error);
       const notice = this.#onArtifact;
@@ -559,10 +675,10 @@ export class CompactionManager {
       throw error instanceof CompactionError ? error : new CompactionError(reason, { cause: error });
     }
     folder.close();
-    for (const [index, file] of files.entries()) {
+    for (const reference of published) {
       const notice = this.#onArtifact;
       quietly(() =>
-        notice?.({ type: "published", relativePath: published[index] as string, bytes: file.bytes.byteLength }),
+        notice?.({ type: "published", relativePath: reference.relativePath, bytes: reference.originalBytes }),
       );
     }
     return published;
@@ -613,39 +729,80 @@ interface ArtifactFolder {
   confirm(): void;
   /** Best effort: the folder's entries on disk, so a published name survives a crash. */
   sync(): void;
+  /**
+   * The folders this call made, removed again (with the ignore file it wrote) when each is still that very folder
+   * and empty: a failed first batch leaves the workspace as it was. Where folders are reached by name (macOS,
+   * Windows) a name may lead elsewhere by now, so nothing is removed there.
+   */
+  removeMade(): void;
   close(): void;
+}
+
+const CANNOT_CREATE = "artifact directory could not be created";
+const ESCAPES = "artifact directory escapes workspace";
+const MOVED = "artifact directory moved while it was written";
+
+/** A folder this call made under `parent`, and the ignore file it wrote there (its identity), if any. */
+interface MadeFolder {
+  readonly parent: Folder;
+  readonly name: string;
+  readonly folder: Folder;
+  ignoreFile?: BigIntStats;
 }
 
 /**
  * `.agent_tutorial/artifacts` under the workspace, each level opened or made inside the one before, never through a
- * link; anything else there (a link, even to a folder inside, a file, a FIFO, a folder outside) is refused.
+ * link: a link there (even to a folder inside) or a folder that resolves outside escapes the workspace; a file, a
+ * FIFO or a failed mkdir means it could not be created. A new `.agent_tutorial` gets its `.gitignore` at once.
  */
 function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAccess()): ArtifactFolder {
   let current: Folder;
   try {
     current = access.openWorkspace(workspace);
   } catch (error) {
-    throw new ArtifactPathError("the workspace folder is no longer where it was", { cause: error });
+    throw new ArtifactPathError(CANNOT_CREATE, { cause: error });
   }
+  const held: Folder[] = [current];
+  const made: MadeFolder[] = [];
+  const removeMade = (): void => {
+    for (const entry of made.splice(0).reverse()) {
+      if (entry.ignoreFile !== undefined && entry.folder.fd !== undefined) {
+        const ignore = `/proc/self/fd/${entry.folder.fd}/.gitignore`;
+        if (sameFile(lstatSync(ignore, { bigint: true, throwIfNoEntry: false }), entry.ignoreFile)) {
+          removeQuietly(ignore);
+        }
+      }
+      access.removeMade(entry.parent, entry.name, entry.folder);
+    }
+  };
+  const closeAll = (): void => {
+    for (const folder of held.splice(0).reverse()) access.close(folder);
+  };
   try {
     for (const name of ARTIFACT_FOLDERS) {
       let next = access.openSubfolder(current, name);
-      const made = next === "missing" && access.makeSubfolder(current, name);
-      if (next === "missing") next = access.openSubfolder(current, name);
-      if (typeof next === "string" || !next.inside) {
-        if (typeof next !== "string") access.close(next);
-        throw new ArtifactPathError("artifact folder is a link or not a folder");
+      let madeHere = false;
+      if (next === "missing") {
+        madeHere = access.makeSubfolder(current, name);
+        next = access.openSubfolder(current, name);
       }
-      // Only its owner may list what the runtime saved there (tool output may hold secrets).
-      if (made) chmodQuietly(next);
-      access.close(current);
+      if (next === "link") throw new ArtifactPathError(ESCAPES);
+      if (typeof next === "string") throw new ArtifactPathError(CANNOT_CREATE);
+      held.push(next);
+      if (!next.inside) throw new ArtifactPathError(ESCAPES);
+      if (madeHere) {
+        const entry: MadeFolder = { parent: current, name, folder: next };
+        made.push(entry);
+        // Only its owner may list what the runtime saved there (tool output may hold secrets).
+        chmodQuietly(next);
+        if (name === ARTIFACT_FOLDERS[0]) entry.ignoreFile = writeIgnoreFile(next);
+      }
       current = next;
     }
   } catch (error) {
-    access.close(current);
-    throw error instanceof ArtifactPathError
-      ? error
-      : new ArtifactPathError("artifact folder is a link or not a folder", { cause: error });
+    removeMade();
+    closeAll();
+    throw error instanceof ArtifactPathError ? error : new ArtifactPathError(CANNOT_CREATE, { cause: error });
   }
   const folder = current;
   return {
@@ -658,7 +815,7 @@ function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAcc
           throw new Error("the artifact folder was renamed");
         }
       } catch (error) {
-        throw new ArtifactPathError("artifact folder moved while it was written", { cause: error });
+        throw new ArtifactPathError(MOVED, { cause: error });
       }
     },
     sync() {
@@ -669,8 +826,21 @@ function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAcc
         // Some file systems cannot sync a folder; the file itself was synced before it was published.
       }
     },
-    close: () => access.close(folder),
+    removeMade,
+    close: closeAll,
   };
+}
+
+/** `.gitignore` holding `*`, new, in the folder just made and through it (never through a link); its identity. */
+function writeIgnoreFile(folder: Folder): BigIntStats {
+  const path = folder.fd === undefined ? join(folder.path, ".gitignore") : `/proc/self/fd/${folder.fd}/.gitignore`;
+  const fd = openSync(path, WRITE_NEW, 0o600);
+  try {
+    writeSync(fd, STATE_GITIGNORE);
+    return fstatSync(fd, { bigint: true });
+  } finally {
+    closeSync(fd);
+  }
 }
 
 const WRITE_NEW =
@@ -694,7 +864,7 @@ async function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes:
   } catch (error) {
     // The folder was removed since it was opened (a folder swapped back over it, say).
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    throw new ArtifactPathError("artifact folder moved while it was written", { cause: error });
+    throw new ArtifactPathError(MOVED, { cause: error });
   }
   let opened: BigIntStats;
   try {
@@ -710,7 +880,7 @@ async function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes:
       // checked and the new file the one at that name in it.
       folder.confirm();
       if (!sameFile(lstatSync(temp, { bigint: true, throwIfNoEntry: false }), opened)) {
-        throw new ArtifactPathError("artifact folder moved while it was written");
+        throw new ArtifactPathError(MOVED);
       }
       await file.writeFile(bytes);
       await file.sync();
@@ -721,7 +891,7 @@ async function writeExclusiveAtomic(folder: ArtifactFolder, name: string, bytes:
       linkSync(temp, target);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "EEXIST") {
-        throw new ArtifactConflictError("artifact id already exists", { cause: error });
+        throw new ArtifactConflictError("artifact already exists", { cause: error });
       }
       throw error;
     }
@@ -780,7 +950,7 @@ function failureReason(error: unknown): string {
     case "EPERM":
       return "the artifact folder is not writable";
     case "EEXIST":
-      return "artifact id already exists";
+      return "artifact already exists";
     default:
       return "the artifact could not be written";
   }
