@@ -5,13 +5,17 @@
 //   npm run verify:experiments                          # measure every chapter, compare with the record
 //   npm run verify:experiments -- --only ch02 ch03      # only these chapters
 //   npm run verify:experiments -- --write --only ch02   # measure and record (the chapter must be committed)
+//   npm run verify:experiments -- --help                # this usage
 // It takes minutes per chapter, so it is not part of npm test; verify:guides (in npm test) holds the guides to the
-// record without running anything.
-import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+// record without running anything. Everything it makes is in one scratch folder (the worktree, vitest's reports and
+// the tests' temp folders). Stopped by Ctrl-C, SIGTERM (what `timeout` sends) or SIGHUP, it stops its vitest and
+// removes that folder and the worktree before it exits; experiments/janitor.mjs does the same if it is killed outright.
+import { execFile, execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { constants, tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { applyEdits, fileReader } from "./experiments/apply.js";
 import { guideExperiments, type Measurement } from "./experiments/guide.js";
 import {
@@ -46,6 +50,114 @@ interface Report {
 
 const git = (...args: string[]): string => execFileSync("git", args, { cwd: repository, encoding: "utf8" }).trim();
 
+export const USAGE = `Usage: npm run verify:experiments [-- --only chNN …] [-- --write]
+
+Makes every experiment the chapter guides show in a scratch git worktree of HEAD, runs the tests it can turn red,
+and compares the reds with docs/experiments.json. Minutes per chapter.
+  --only chNN …   only these chapters (ch02 ch03 …)
+  --write         measure and record in docs/experiments.json (the chapters must be committed)
+  --help          this text
+Ctrl-C, SIGTERM (timeout) and SIGHUP stop it and remove its worktree and temp folders.`;
+
+/** What a stop must undo: the vitest that runs, the worktree, and the scratch folder that holds both. */
+const scratch: {
+  child: ChildProcess | undefined;
+  root: string | undefined;
+  tree: string | undefined;
+  /** `git worktree add` while it runs: a stop waits for it, since git refuses to remove a worktree it is adding. */
+  adding: Promise<unknown> | undefined;
+} = { child: undefined, root: undefined, tree: undefined, adding: undefined };
+
+/** Stops the running vitest and its workers: its own process group on POSIX, its process tree on Windows. */
+function stopChild(child: ChildProcess): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    if (process.platform === "win32") spawnSync("taskkill", ["/pid", String(child.pid), "/T", "/F"]);
+    else process.kill(-child.pid, "SIGKILL");
+  } catch {
+    // Already gone.
+  }
+}
+
+/** Removes what `scratch` holds; safe to call twice. */
+function removeScratch(): void {
+  if (scratch.child !== undefined) stopChild(scratch.child);
+  scratch.child = undefined;
+  const { root, tree } = scratch;
+  scratch.root = undefined;
+  scratch.tree = undefined;
+  if (tree !== undefined) {
+    try {
+      git("worktree", "remove", "--force", "--force", tree);
+    } catch {
+      rmSync(tree, { recursive: true, force: true });
+      try {
+        git("worktree", "prune");
+      } catch {
+        // What is left is git's note of a folder that is gone; the next `git worktree prune` drops it.
+      }
+    }
+  }
+  if (root !== undefined) rmSync(root, { recursive: true, force: true });
+}
+
+/**
+ * Makes the scratch folder and the worktree in it, with the janitor watching: the run answers a signal itself, but
+ * tsx kills it outright (SIGKILL) when it does not answer a relayed one within 60 ms, and `kill -9` gives it no
+ * chance at all. The worktree is added asynchronously so that a signal is answered while git checks it out.
+ */
+async function makeScratch(): Promise<string> {
+  const root = mkdtempSync(join(tmpdir(), "agent-experiments-"));
+  const tree = join(root, "tree");
+  scratch.root = root;
+  spawn(
+    process.execPath,
+    [fileURLToPath(new URL("./experiments/janitor.mjs", import.meta.url)), String(process.pid), repository, root, tree],
+    { detached: true, stdio: "ignore", windowsHide: true },
+  ).unref();
+  scratch.tree = tree;
+  scratch.adding = promisify(execFile)("git", ["worktree", "add", "--detach", tree, "HEAD"], { cwd: repository });
+  await scratch.adding;
+  scratch.adding = undefined;
+  return tree;
+}
+
+let stopping = false;
+
+function onSignal(signal: NodeJS.Signals): void {
+  if (stopping) return;
+  stopping = true;
+  console.error(`\nverify:experiments: stopped by ${signal}; removing its worktree and temp folders`);
+  if (scratch.child !== undefined) stopChild(scratch.child);
+  void (scratch.adding ?? Promise.resolve())
+    .catch(() => undefined)
+    .then(() => {
+      removeScratch();
+      process.exit(128 + constants.signals[signal]);
+    });
+}
+
+/** Runs vitest in its own process group (so a signal to this process can stop all of it); its exit status. */
+function runVitest(args: readonly string[], cwd: string, env: NodeJS.ProcessEnv): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, {
+      cwd,
+      env,
+      stdio: ["ignore", "ignore", "inherit"],
+      detached: process.platform !== "win32",
+    });
+    scratch.child = child;
+    if (scratch.root !== undefined && child.pid !== undefined)
+      writeFileSync(join(scratch.root, "vitest.pid"), String(child.pid));
+    child.on("error", reject);
+    child.on("close", (status, signal) => {
+      scratch.child = undefined;
+      if (signal !== null) reject(new Error(`vitest was stopped by ${signal}`));
+      else resolve(status);
+    });
+  });
+}
+
 /**
  * Property tests (fast-check) draw new random cases on every run, so a measurement that turns one of them red could
  * count one more or one fewer the next time. In the scratch worktree only, every chapter project gets a setup file
@@ -63,20 +175,23 @@ function seedPropertyTests(tree: string): void {
 }
 
 /** Runs `tests` (snapshot-relative) of `chapter` in `tree`; their outcomes and the failed tests' names. */
-function runTests(
+async function runTests(
   tree: string,
   chapter: string,
   tests: readonly string[],
-):
-  | (Omit<MeasurementRecord, "experiment" | "step" | "edits" | "inputs"> & { unexpected: string[] })
-  | { problem: string } {
-  const folder = mkdtempSync(join(tmpdir(), "agent-experiment-report-"));
+): Promise<
+  (Omit<MeasurementRecord, "experiment" | "step" | "edits" | "inputs"> & { unexpected: string[] }) | { problem: string }
+> {
+  const folder = mkdtempSync(join(scratch.root ?? tmpdir(), "report-"));
   const reportFile = join(folder, "report.json");
   const started = Date.now();
-  const env = { ...process.env };
+  // The tests' own temp folders go inside this run's folder too, so a vitest stopped mid-run leaves none behind.
+  const temp = join(folder, "tmp");
+  mkdirSync(temp);
+  const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: temp, TMP: temp, TEMP: temp };
   delete env.AGENT_TEST_PLAN;
-  const run = spawnSync(
-    process.execPath,
+  // A vitest stopped by a signal is no measurement: runVitest rejects, and the caller's finally removes the worktree.
+  const status = await runVitest(
     [
       join(tree, "node_modules", "vitest", "vitest.mjs"),
       "run",
@@ -86,17 +201,15 @@ function runTests(
       `--outputFile.json=${reportFile}`,
       ...tests.map((file) => `code/chapters/${chapter}/${file}`),
     ],
-    { cwd: tree, stdio: ["ignore", "ignore", "inherit"], env },
+    tree,
+    env,
   );
   const seconds = Math.round((Date.now() - started) / 100) / 10;
-  // Ctrl-C reaches vitest and this process alike; a run cut short is no measurement, so stop here (the caller's
-  // finally removes the worktree).
-  if (run.signal !== null) throw new Error(`vitest was stopped by ${run.signal}`);
   let report: Report;
   try {
     report = JSON.parse(readFileSync(reportFile, "utf8")) as Report;
   } catch {
-    return { problem: `vitest wrote no report (exit ${run.status ?? "?"}); run the files by hand to see why` };
+    return { problem: `vitest wrote no report (exit ${status ?? "?"}); run the files by hand to see why` };
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
@@ -123,11 +236,11 @@ function runTests(
 }
 
 /** Measures one chapter's experiments in `tree`; the records, or the problems that stop them. */
-function measureChapter(
+async function measureChapter(
   tree: string,
   chapter: string,
   measurements: readonly Measurement[],
-): { records: MeasurementRecord[]; problems: string[] } {
+): Promise<{ records: MeasurementRecord[]; problems: string[] }> {
   const inputs = chapterInputs(snapshotFiles(join(tree, "code", "chapters", chapter)));
   const records: MeasurementRecord[] = [];
   const problems: string[] = [];
@@ -147,7 +260,7 @@ function measureChapter(
     try {
       for (const [path, text] of applied.files) writeFileSync(join(tree, path), text);
       process.stdout.write(`${name}: running ${tests.length} test files … `);
-      const outcome = runTests(tree, chapter, tests);
+      const outcome = await runTests(tree, chapter, tests);
       if ("problem" in outcome) {
         console.log("no result");
         problems.push(`${name}: ${outcome.problem}`);
@@ -198,11 +311,36 @@ function differences(before: MeasurementRecord | undefined, after: MeasurementRe
   return lines;
 }
 
-function main(argv: readonly string[]): number {
-  const write = argv.includes("--write");
-  const only = argv.includes("--only")
-    ? argv.slice(argv.indexOf("--only") + 1).filter((arg) => !arg.startsWith("--"))
-    : [];
+/** The command line read, or what is wrong with it. */
+export function parseArguments(
+  argv: readonly string[],
+): { help: true } | { help: false; write: boolean; only: string[] } | { problem: string } {
+  if (argv.includes("--help") || argv.includes("-h")) return { help: true };
+  const only: string[] = [];
+  let write = false;
+  let inOnly = false;
+  for (const arg of argv) {
+    if (arg === "--write") write = true;
+    else if (arg === "--only") inOnly = true;
+    else if (arg.startsWith("--only=")) only.push(...arg.slice("--only=".length).split(",").filter(Boolean));
+    else if (!arg.startsWith("-") && inOnly) only.push(...arg.split(",").filter(Boolean));
+    else return { problem: `unknown argument ${JSON.stringify(arg)}` };
+  }
+  if (inOnly && only.length === 0) return { problem: "--only names no chapter" };
+  return { help: false, write, only };
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const parsed = parseArguments(argv);
+  if ("problem" in parsed) {
+    console.error(`${parsed.problem}\n\n${USAGE}`);
+    return 2;
+  }
+  if (parsed.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const { write, only } = parsed;
   const chaptersDir = join(repository, "code", "chapters");
   const known = chapterNames(chaptersDir);
   const chapters = known.filter((chapter) => only.length === 0 || only.includes(chapter));
@@ -239,16 +377,15 @@ function main(argv: readonly string[]): number {
   const commit = git("rev-parse", "--short", "HEAD");
   // Read before the worktree exists: a record that does not parse must not leave one behind.
   const record = { ...readRecord(repository) } as Record<string, ChapterRecord>;
-  const tree = mkdtempSync(join(tmpdir(), "agent-experiments-"));
-  rmSync(tree, { recursive: true });
-  git("worktree", "add", "--detach", tree, "HEAD");
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
   let disagree = 0;
   try {
+    const tree = await makeScratch();
     symlinkSync(join(repository, "node_modules"), join(tree, "node_modules"), "junction");
     seedPropertyTests(tree);
     const counts = write ? countTests(repository) : undefined;
     for (const [chapter, measurements] of guides) {
-      const measured = measureChapter(tree, chapter, measurements);
+      const measured = await measureChapter(tree, chapter, measurements);
       problems.push(...measured.problems);
       const recorded = record[chapter];
       for (const entry of measured.records) {
@@ -273,7 +410,7 @@ function main(argv: readonly string[]): number {
       }
     }
   } finally {
-    git("worktree", "remove", "--force", tree);
+    removeScratch();
   }
   if (problems.length > 0) {
     console.error(problems.join("\n"));
@@ -294,5 +431,5 @@ function main(argv: readonly string[]): number {
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  process.exitCode = main(process.argv.slice(2));
+  process.exitCode = await main(process.argv.slice(2));
 }

@@ -19,9 +19,31 @@ import { removeAllTemp } from "./temp.js";
 const SECTIONS = ["policy", "loop", "glob", "shell", "startup", "provider", "skills", "compaction"] as const;
 type Section = (typeof SECTIONS)[number];
 
-const { values } = parseArgs({
-  options: { quick: { type: "boolean", default: false }, only: { type: "string" } },
-});
+const USAGE = `Usage: npm run bench [-- --quick] [-- --only ${SECTIONS.join(",")}]
+
+Measures the harness's costs (see docs/benchmarks.md) and prints one table, ratios side by side.
+  --quick        fewer repetitions, for a first look
+  --only a,b     only these sections
+  --help         this text`;
+
+let parsed: { values: { quick: boolean; only?: string | undefined; help: boolean } };
+try {
+  parsed = parseArgs({
+    options: {
+      quick: { type: "boolean", default: false },
+      only: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+} catch (error) {
+  console.error(`${(error as Error).message}\n\n${USAGE}`);
+  process.exit(2);
+}
+const { values } = parsed;
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const quick = values.quick;
 const only = new Set((values.only ?? SECTIONS.join(",")).split(",").map((name) => name.trim()));
 for (const name of only) {

@@ -120,7 +120,26 @@ function runPlanned(plan: TestPlan): number {
   return run.status === 0 && guidesAgree ? 0 : 1;
 }
 
+const USAGE = `Usage: npm run test:plan [-- --json | --run | --changed <file> … | --write-docs]
+
+With no option, prints each chapter's test files and whether npm test runs each one or reuses an earlier run.
+  --json                the same plan as JSON
+  --run                 run the plan (what npm test does)
+  --changed <file> …    the newest chapter's test files a next chapter changing these files would run
+  --write-docs          rewrite the test-plan-cost table in docs/snapshots.md
+  --help                this text`;
+
 function main(argv: readonly string[]): number {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    console.log(USAGE);
+    return 0;
+  }
+  const unknown =
+    argv[0] === "--changed" ? [] : argv.filter((arg) => !["--json", "--run", "--write-docs"].includes(arg));
+  if (unknown.length > 0) {
+    console.error(`unknown argument ${JSON.stringify(unknown[0])}\n\n${USAGE}`);
+    return 2;
+  }
   const plan = testPlan(chaptersDir);
   const { entries } = plan;
   if (argv[0] === "--changed") {
