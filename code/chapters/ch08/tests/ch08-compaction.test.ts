@@ -407,6 +407,36 @@ describe("rule 33 and the bar: the CLI through a loopback provider", () => {
     );
   });
 
+  it("a batch that cannot be saved prints [Artifact] failed: with the reason, and the model reads the stable error", async () => {
+    await writeWorkspaceFiles();
+    await writeFile(join(workspace, ".agent_tutorial"), "a file where the folder would go");
+    const server = await scriptedProvider([
+      wireCalls(["call-1", "read_file", { path: "big.log" }], ["call-2", "read_file", { path: "part-2.md" }]),
+      wireText("没存下"),
+    ]);
+    const run = await ch08(["--prompt", "读 big.log", "--quiet"], loopbackEnv(server));
+    expect(run.code).toBe(0);
+    const lines = run.stderr.split("\n");
+    expect(lines.slice(lines.indexOf("[Hook] PostToolUse: read_file -> ok") + 4, -1)).toEqual([
+      "[Artifact] failed: artifact directory could not be created",
+      "[Hook] Stop",
+    ]);
+    // Both calls of the reply read the same error, paired; nothing was written, the file stays as it was.
+    expect(wireRequest(server, 1).messages.slice(-2)).toEqual([
+      {
+        role: "tool",
+        tool_call_id: "call-1",
+        content: "Error [tool_result_processing_error]: Tool result processing failed",
+      },
+      {
+        role: "tool",
+        tool_call_id: "call-2",
+        content: "Error [tool_result_processing_error]: Tool result processing failed",
+      },
+    ]);
+    expect(readFileSync(join(workspace, ".agent_tutorial"), "utf8")).toBe("a file where the folder would go");
+  });
+
   it("[Compaction] once per summary; the summary request offers no tools and the next request is [system, summary]", async () => {
     await writeWorkspaceFiles();
     const server = await scriptedProvider([

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import {
+import fs, {
   existsSync,
   lstatSync,
   mkdirSync,
@@ -11,11 +11,12 @@ import {
   unlinkSync,
   writeFileSync,
 } from "node:fs";
-import { mkdtemp, realpath, rm } from "node:fs/promises";
+import { mkdtemp, open, realpath, rm, type FileHandle } from "node:fs/promises";
+import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { toOpenAIMessage } from "../src/adapters/openai-chat.js";
 import {
   assistantMessage,
@@ -116,6 +117,8 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
+  vi.restoreAllMocks();
+  syncBuiltinESMExports();
   await rm(base, { recursive: true, force: true });
 });
 
@@ -1306,6 +1309,137 @@ describe("notices", () => {
     );
     expect(fileText(`${ARTIFACTS}/tool-result-id-1.txt`)).toBe(ascii(30_001));
   });
+});
+
+describe("the runtime's own folder: ignored by git, and gone again after a failed first batch", () => {
+  const stateDir = (): string => join(workspace, ".agent_tutorial");
+  const failure = (code: string): NodeJS.ErrnoException =>
+    Object.assign(new Error(`${code}: simulated at the file handle`), { code });
+
+  /** The prototype every FileHandle shares: a fault there is a fault of the real disk's handle, nothing above it. */
+  async function fileHandlePrototype(): Promise<FileHandle> {
+    const handle = await open(join(base, "probe"), "w");
+    await handle.close();
+    return Object.getPrototypeOf(handle) as FileHandle;
+  }
+
+  it("a new .agent_tutorial gets a .gitignore holding *, so git offers none of it; an existing folder is left as it is", async () => {
+    const { manager } = fixture({ persistThresholdBytes: 10 });
+    await manager.compactToolResults([toolSuccess("a result of some length")]);
+    expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts"]);
+    expect(readFileSync(join(stateDir(), ".gitignore"), "utf8")).toBe("*\n");
+    const info = lstatSync(join(stateDir(), ".gitignore"));
+    expect(info.isFile() && info.nlink === 1).toBe(true);
+    if (POSIX) expect(info.mode & 0o777).toBe(0o600);
+    // Later batches write no second one, and a folder the runtime did not make gets none.
+    await manager.compactToolResults([toolSuccess("another result of some length")]);
+    expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts"]);
+    rmSync(stateDir(), { recursive: true });
+    mkdirSync(stateDir());
+    await fixture({ persistThresholdBytes: 10, idGenerator: counter("later") }).manager.compactToolResults([
+      toolSuccess("a result of some length"),
+    ]);
+    expect(readdirSync(stateDir())).toEqual(["artifacts"]);
+  });
+
+  it("git status in a repository workspace shows nothing of .agent_tutorial", async () => {
+    execFileSync("git", ["init", "--quiet", workspace]);
+    writeFileSync(join(workspace, "README.md"), "mine\n");
+    const { manager } = fixture({ persistThresholdBytes: 10 });
+    await manager.compactToolResults([toolSuccess("secret=hunter2 in a long enough result")]);
+    await manager.compactProactively([userMessage("hello")]);
+    const status = execFileSync("git", ["status", "--porcelain", "--untracked-files=all"], {
+      cwd: workspace,
+      encoding: "utf8",
+    });
+    expect(status).toBe("?? README.md\n");
+  });
+
+  it.skipIf(!POSIX)(
+    "the .gitignore is made new through the folder just made, never through a link: a planted link fails the batch and outside is unchanged",
+    async () => {
+      const target = join(outside, "victim.txt");
+      writeFileSync(target, "outside, untouched\n");
+      // Right after the runtime makes .agent_tutorial, another process plants .gitignore as a link to outside.
+      const realMkdir = fs.mkdirSync;
+      vi.spyOn(fs, "mkdirSync").mockImplementation((path, options) => {
+        const made = realMkdir(path, options);
+        if (String(path).endsWith("/.agent_tutorial")) symlinkSync(target, join(stateDir(), ".gitignore"));
+        return made;
+      });
+      syncBuiltinESMExports();
+      const { manager, notices } = fixture({ persistThresholdBytes: 10 });
+      expect(await rejection(manager.compactToolResults([toolSuccess("a result of some length")]))).toEqual([
+        "ArtifactPathError",
+        CANNOT_CREATE,
+      ]);
+      expect(readFileSync(target, "utf8")).toBe("outside, untouched\n");
+      expect(lstatSync(join(stateDir(), ".gitignore")).isSymbolicLink()).toBe(true);
+      expect(existsSync(artifactsDir())).toBe(false);
+      expect(notices).toEqual([{ type: "failed", reason: CANNOT_CREATE }]);
+    },
+  );
+
+  it("a failed first batch leaves no .agent_tutorial: the folders it made and their .gitignore are removed again", async () => {
+    const ids = ["a", "a"];
+    const { manager } = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 });
+    const error = await manager
+      .compactToolResults([toolSuccess("first result, long"), toolSuccess("second result, long")])
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ArtifactConflictError);
+    // Where folders are reached by name (macOS, Windows) a name may lead elsewhere by now: they are kept there.
+    if (process.platform === "linux") expect(existsSync(stateDir())).toBe(false);
+    // A folder that was there before stays, whatever fails.
+    mkdirSync(stateDir());
+    writeFileSync(join(stateDir(), "notes.txt"), "mine");
+    const again = fixture({ idGenerator: () => "b", persistThresholdBytes: 10 });
+    await again.manager.compactToolResults([toolSuccess("first result, long")]);
+    await again.manager.compactToolResults([toolSuccess("second result, long")]).catch(() => undefined);
+    expect(readdirSync(stateDir()).sort()).toEqual(["artifacts", "notes.txt"]);
+    expect(listing()).toEqual(["tool-result-b.txt"]);
+  });
+
+  const faults: [string, string, "writeFile" | "sync", string][] = [
+    ["ENOSPC while the bytes are written", "ENOSPC", "writeFile", "the disk is full"],
+    ["EROFS when the file is synced", "EROFS", "sync", "the disk is read-only"],
+  ];
+
+  it.each(faults)(
+    "%s fails the whole batch closed: no temporary file, no file of the batch, no folder made for it",
+    async (_name, code, method, reason) => {
+      const proto = await fileHandlePrototype();
+      const real = Reflect.get(proto, method) as (this: FileHandle, ...args: unknown[]) => Promise<void>;
+      let calls = 0;
+      vi.spyOn(proto, method).mockImplementation(async function (this: FileHandle, ...args: unknown[]) {
+        calls += 1;
+        // The batch's second file: the first is published by then, and half of the second's bytes reach the disk.
+        if (calls < 2) return real.apply(this, args);
+        if (method === "writeFile") await this.write(Buffer.from("half of it"));
+        throw failure(code);
+      });
+      const { manager, notices } = fixture({ persistThresholdBytes: 10 });
+      const batch = [toolSuccess("first result, long"), toolSuccess("second result, long")];
+      expect(await rejection(manager.compactToolResults(batch))).toEqual(["CompactionError", reason]);
+      if (process.platform === "linux") expect(existsSync(stateDir())).toBe(false);
+      expect(listing()).toEqual([]);
+      expect(notices).toEqual([{ type: "failed", reason }]);
+
+      // With files of earlier batches there, the listing afterwards equals the listing before.
+      vi.restoreAllMocks();
+      const earlier = await manager.compactToolResults([toolSuccess("an earlier result")]);
+      const before = listing();
+      calls = 0;
+      vi.spyOn(proto, method).mockImplementation(async function (this: FileHandle, ...args: unknown[]) {
+        calls += 1;
+        if (calls < 2) return real.apply(this, args);
+        throw failure(code);
+      });
+      expect(await rejection(manager.compactToolResults(batch))).toEqual(["CompactionError", reason]);
+      expect(listing()).toEqual(before);
+      expect(readdirSync(artifactsDir()).some((name) => name.endsWith(".tmp"))).toBe(false);
+      expect(readFileSync(earlier.artifacts[0]?.reference.path ?? "missing", "utf8")).toBe("an earlier result");
+    },
+  );
 });
 
 describe("a folder swapped while it is written (rule 26, D3)", () => {
