@@ -12,7 +12,7 @@ import { modelTextRows, progressListener, showingModelText } from "./cli/progres
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
-import { readTranscript, replayedMessages, writeTranscript } from "./cli/transcript.js";
+import { readTranscript, replayedMessages, ReplayRewrites, writeTranscript } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
@@ -151,8 +151,13 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // Like --transcript, relative to the folder npm was run from; read before the key, so a wrong file costs nothing.
     const fromFile =
       options.promptFile === undefined ? undefined : await readPromptFile(resolve(base, options.promptFile));
+    // A replay that runs hooks answers with the model's own calls and checks what the hooks make of them (a rewrite
+    // applied once, as when it was recorded); one without hooks runs each call as the recording says it ran.
+    const rewrites = script !== undefined && profile.capabilities.has("hooks") ? new ReplayRewrites(script) : undefined;
     const replayed =
-      script === undefined ? createModel(options, io, base, terminal) : replayModel(replayedMessages(script));
+      script === undefined
+        ? createModel(options, io, base, terminal)
+        : (rewrites?.guard(replayModel(script.messages)) ?? replayModel(replayedMessages(script)));
     // The demo says what each step is for before its calls run; a real run (or a replay) shows what the model said
     // beside its calls. Like the progress lines, --quiet leaves both out.
     const model = options.quiet
@@ -177,6 +182,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     }
     // Chapter 1–3 runs of this snapshot register none: hooks are chapter 4's, and buildAgent refuses them before.
     const hooks = profile.capabilities.has("hooks") ? chapterHooks(terminal, options.demo) : undefined;
+    // Last, so it sees what every other PreToolUse callback made of the call.
+    if (rewrites !== undefined) hooks?.register("PreToolUse", rewrites.check);
     agent = buildAgent(profile, {
       model,
       workspace,

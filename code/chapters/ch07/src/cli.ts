@@ -12,7 +12,14 @@ import { modelTextRows, progressListener, showingModelText, SUBAGENT_LEAD } from
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
-import { readTranscript, recordReplies, replayedTurns, writeTranscript, type RecordedReply } from "./cli/transcript.js";
+import {
+  readTranscript,
+  recordReplies,
+  replayedTurns,
+  ReplayRewrites,
+  writeTranscript,
+  type RecordedReply,
+} from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
 import { SkillError } from "./features/skills.js";
@@ -154,13 +161,18 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // Like --transcript, relative to the folder npm was run from; read before the key, so a wrong file costs nothing.
     const fromFile =
       options.promptFile === undefined ? undefined : await readPromptFile(resolve(base, options.promptFile));
-    const turns = script === undefined ? undefined : replayedTurns(script);
+    // A replay that runs hooks answers with the model's own calls and checks what the hooks make of them (a rewrite
+    // applied once, as when it was recorded); one without hooks runs each call as the recording says it ran.
+    const runsHooks = profile.capabilities.has("hooks");
+    const rewrites = script !== undefined && runsHooks ? new ReplayRewrites(script) : undefined;
+    const turns = script === undefined ? undefined : replayedTurns(script, runsHooks);
     // From chapter 6 a subagent's request is answered only from the recorded subagent replies (none, if the
     // recording has no `replies`): the run's own turns never go to a child, nor a child's to the run.
-    const replayed =
+    const answers =
       turns === undefined
         ? createModel(options, io, base, terminal)
         : replayModel(turns.turns, { cutShort: turns.cutShort, subagentTurns: turns.subagentTurns });
+    const replayed = rewrites?.guard(answers) ?? answers;
     // The demo says what each step is for before its calls run; a real run (or a replay) shows what the model said
     // beside its calls, a subagent's marked as its progress rows are. Like the progress lines, --quiet leaves both out.
     const shown = options.quiet
@@ -191,6 +203,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     }
     // Chapter 1–3 runs of this snapshot register none: hooks are chapter 4's, and buildAgent refuses them before.
     const hooks = profile.capabilities.has("hooks") ? chapterHooks(terminal, options.demo, profile.chapter) : undefined;
+    // Last, so it sees what every other PreToolUse callback made of the call.
+    if (rewrites !== undefined) hooks?.register("PreToolUse", rewrites.check);
     agent = buildAgent(profile, {
       model,
       workspace,

@@ -1067,6 +1067,82 @@ describe("rule 5 through the CLI: the record says what ran", () => {
     expect(existsSync(join(again, "a.txt"))).toBe(false);
   });
 
+  /** From here on the CLI's hooks end with a PreToolUse hook that gives every call `rewrite(its arguments)`. */
+  function rewritingLiveHooks(rewrite: (args: Readonly<Record<string, unknown>>) => Record<string, unknown>): void {
+    vi.resetModules();
+    vi.doMock("../src/cli/live-hooks.js", async (importOriginal) => {
+      const real = await importOriginal<typeof import("../src/cli/live-hooks.js")>();
+      const { HookResult: CliHookResult } = await import("../src/core/hooks.js");
+      return {
+        liveHooks: (...args: Parameters<typeof real.liveHooks>) => {
+          const hooks = real.liveHooks(...args);
+          hooks.register("PreToolUse", (context) => {
+            const prepared = context.prepared as ValidToolCall;
+            return new CliHookResult({ updatedInput: { ...prepared, arguments: rewrite(prepared.arguments) } });
+          });
+          return hooks;
+        },
+      };
+    });
+  }
+
+  /** One approved run in which the model asks for MODEL_CALL once, recorded to `name` beside the workspace. */
+  async function recordedWrite(name: string): Promise<string> {
+    const server = await startLoopbackOpenAI((body) =>
+      (body as { messages: { role: string }[] }).messages.some((message) => message.role === "tool")
+        ? { json: completion({ content: "Wrote it." }) }
+        : { json: completion({ toolCalls: [MODEL_CALL] }) },
+    );
+    servers.push(server);
+    const transcript = join(root, name);
+    const run = await runCliIn(
+      ["run", "--chapter", "4", "--prompt", "把 A 写入 a.txt", "--transcript", transcript],
+      envFor(server),
+      ["y\n"],
+    );
+    expect(run.code).toBe(0);
+    return transcript;
+  }
+
+  it("a replay that still runs the recording's rewriting hook applies it once: a.txt.bak, not a.txt.bak.bak", async () => {
+    rewritingLiveHooks((args) => ({ ...args, path: `${String(args.path)}.bak` }));
+    const transcript = await recordedWrite("bak.json");
+    expect(await readFile(inWorkspace("a.txt.bak"), "utf8")).toBe("A");
+    const ran = JSON.stringify({ path: "a.txt.bak", content: "A" });
+    const again = join(root, "again");
+    await mkdir(again);
+    const rerecorded = join(root, "bak-again.json");
+    const replay = await runCliIn(
+      ["run", "--chapter", "4", "--replay", transcript, "--workspace", again, "--transcript", rerecorded],
+      {},
+      ["y\n"],
+    );
+    expect(replay.code).toBe(0);
+    expect(readdirSync(again)).toEqual(["a.txt.bak"]);
+    expect(await readFile(join(again, "a.txt.bak"), "utf8")).toBe("A");
+    // The replay's own record says what the first one said: the model's call, and the one rewrite that ran.
+    const first = JSON.parse(readFileSync(transcript, "utf8")) as { rewritten_arguments?: unknown };
+    const second = JSON.parse(readFileSync(rerecorded, "utf8")) as { rewritten_arguments?: unknown };
+    expect(first.rewritten_arguments).toEqual([{ message: 1, tool_call_id: "call_w", arguments: ran }]);
+    expect(second.rewritten_arguments).toEqual(first.rewritten_arguments);
+  });
+
+  it("a replay whose hooks rewrite a call otherwise than the recording does not run it, asks nothing, and stops with one 运行失败 line", async () => {
+    rewritingLiveHooks((args) => ({ ...args, path: "b.txt" }));
+    const transcript = await recordedWrite("to-b.json");
+    rewritingLiveHooks((args) => ({ ...args, path: "c.txt" }));
+    const again = join(root, "again");
+    await mkdir(again);
+    const replay = await runCliIn(["run", "--chapter", "4", "--replay", transcript, "--workspace", again], {});
+    expect(replay.code).toBe(1);
+    expect(replay.stdout).toBe("");
+    expect(readdirSync(again)).toEqual([]);
+    expect(replay.stderr).not.toContain("工具调用需要批准");
+    expect(replay.stderr.split("\n").filter((line) => line.startsWith("运行失败: "))).toEqual([
+      '运行失败: The replay stopped: the PreToolUse hooks made the arguments of write_file call "call_w" other than the recorded run\'s, so it did not run',
+    ]);
+  });
+
   it("a replay file whose rewritten_arguments names no recorded call is a configuration error, and nothing runs", async () => {
     const transcript = join(root, "stale.json");
     const messages = [

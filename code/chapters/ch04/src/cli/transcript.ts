@@ -1,8 +1,12 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { toOpenAIMessage } from "../bootstrap.js";
 import { ConfigurationError } from "../config.js";
+import { HookResult, type HookCallback } from "../core/hooks.js";
+import { ModelCallError } from "../core/loop.js";
 import { assistantMessage, systemMessage, toolCall, toolMessage, userMessage } from "../core/messages.js";
 import type { ChatMessage, ToolCall } from "../core/messages.js";
+import type { ModelClient } from "../core/model.js";
+import { toolError, type ValidToolCall } from "../core/tools.js";
 
 /** What `--transcript` writes and `--replay` reads: the whole history, in Chat Completions form. */
 export interface Transcript {
@@ -66,8 +70,9 @@ export async function readTranscript(path: string | URL): Promise<Transcript> {
 }
 
 /**
- * The recorded messages as a replay answers with them: a call a hook rewrote carries the arguments it ran with, so
- * the replay puts to the policy, the approval and the handler what happened, not what the model first asked.
+ * The recorded messages with each call a hook rewrote carrying the arguments it ran with: what a replay answers with
+ * when it runs no hooks (chapters 1–3), so the policy, the approval and the handler see what happened. A replay that
+ * runs hooks answers with the model's own calls instead, and `ReplayRewrites` checks what the hooks make of them.
  */
 export function replayedMessages(transcript: Transcript): readonly ChatMessage[] {
   const rewritten = transcript.rewrittenArguments;
@@ -80,6 +85,75 @@ export function replayedMessages(transcript: Transcript): readonly ChatMessage[]
     });
     return assistantMessage(message.content, calls);
   });
+}
+
+/** What the model reads in place of a call whose arguments the replay's hooks made otherwise than the recording. */
+export const REPLAY_DIVERGED = toolError(
+  "replay_diverged",
+  "The PreToolUse hooks changed these arguments otherwise than in the recorded run; the call did not run",
+);
+
+/**
+ * Keeps a replay that runs hooks to the recording's PreToolUse rewrites, each applied exactly once. The replay
+ * answers with the model's own calls, so the hooks rewrite them as they did when the run was recorded; `check`,
+ * registered after every other PreToolUse callback, then sees what each of the run's calls would run with:
+ * - what the recording ran: it runs;
+ * - the model's own arguments where the recording ran rewritten ones (the rewriting hook is not registered now):
+ *   the recorded arguments, so the replay still runs what ran;
+ * - anything else: the call does not run, and `guard` ends the replay at its next request.
+ * A call that is none of the recording's turns (a subagent's, chapter 6) passes: its replies are replayed as the
+ * model sent them, and the hooks rewrite it once, as they did then.
+ */
+export class ReplayRewrites {
+  readonly #calls: ReadonlySet<ToolCall>;
+  readonly #rewritten: ReadonlyMap<ToolCall, string>;
+  #diverged: string | undefined;
+
+  constructor(transcript: Transcript) {
+    this.#calls = new Set(
+      transcript.messages.flatMap((message) => (message.role === "assistant" ? message.toolCalls : [])),
+    );
+    this.#rewritten = transcript.rewrittenArguments ?? new Map<ToolCall, string>();
+  }
+
+  readonly check: HookCallback = (context) => {
+    const prepared = context.prepared as ValidToolCall;
+    const { call } = prepared;
+    if (!this.#calls.has(call)) return new HookResult();
+    const ran = JSON.stringify(prepared.arguments);
+    const sent = canonicalArguments(prepared, call.arguments);
+    const recordedText = this.#rewritten.get(call);
+    const recorded = recordedText === undefined ? sent : canonicalArguments(prepared, recordedText);
+    if (recorded !== undefined && ran === recorded) return new HookResult();
+    if (recorded !== undefined && ran === sent) {
+      return new HookResult({
+        updatedInput: { ...prepared, arguments: JSON.parse(recorded) as Record<string, unknown> },
+      });
+    }
+    const id = JSON.stringify(call.id.slice(0, 64));
+    this.#diverged ??= `The replay stopped: the PreToolUse hooks made the arguments of ${call.name} call ${id} other than the recorded run's, so it did not run`;
+    return new HookResult({ blockingError: REPLAY_DIVERGED });
+  };
+
+  /** `model`, refusing every request once a call diverged: the recording's later turns answered another run. */
+  guard(model: ModelClient): ModelClient {
+    return {
+      complete: (request) => {
+        if (this.#diverged !== undefined) return Promise.reject(new ModelCallError(this.#diverged));
+        return model.complete(request);
+      },
+    };
+  }
+}
+
+/** `text` as the tool's schema reads it, in the form the loop records a rewrite; undefined when it reads none. */
+function canonicalArguments(prepared: ValidToolCall, text: string): string | undefined {
+  try {
+    const parsed = prepared.definition.inputSchema.safeParse(JSON.parse(text === "" ? "{}" : text));
+    return parsed.success ? JSON.stringify(parsed.data) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** `rewritten_arguments`, each entry naming a call the messages hold: a stale or edited entry must not pass unseen. */
