@@ -10,7 +10,15 @@ import {
   shownText,
   type ArgumentsView,
 } from "../src/cli/approval-view.js";
-import { ANSWER_MARK, CLI_LINE_STARTS, oneLine, shownAnswer, visible } from "../src/cli/visible.js";
+import {
+  ANSWER_MARK,
+  CLI_LINE_STARTS,
+  escaped,
+  hasHiddenCharacters,
+  oneLine,
+  shownAnswer,
+  visible,
+} from "../src/cli/visible.js";
 
 // What an attacker who writes the model's replies can put into the approval question, and what the
 // terminal shows instead. An ordinary call must still be the book's `参数:` line, byte for byte.
@@ -264,6 +272,13 @@ describe("argumentsView: class 3, invisible and bidi characters", () => {
     ]);
   });
 
+  it("default-ignorable characters no hand list named (U+17B4, U+2065, U+E0FFF) are escaped and noted too", () => {
+    expect(argumentsView({ path: "a\u17b4b\u2065c\u{e0fff}", content: "" }).below).toEqual([
+      HIDDEN_NOTE,
+      "路径: a\\u17b4b\\u2065c\\u{e0fff}",
+    ]);
+  });
+
   it("the note is one line, and only there when the call has such a character", () => {
     expect(HIDDEN_NOTE.split("\n")).toHaveLength(1);
     expect(argumentsView({ path: "a".repeat(300), content: "" }).below).not.toContain(HIDDEN_NOTE);
@@ -333,6 +348,35 @@ describe("shownText and oneLine: a value on one line", () => {
 describe("visible and shownAnswer: the final answer", () => {
   it("format characters are escaped in any text, line breaks and tabs are kept", () => {
     expect(visible("a\u202eb\u200bc\u{e0041}\n\td")).toBe("a\\u202eb\\u200bc\\u{e0041}\n\td");
+  });
+
+  it("every Default_Ignorable_Code_Point is hidden: escaped on one line and in any text, found by the property", () => {
+    const missed: string[] = [];
+    for (let code = 0; code <= 0x10ffff; code += 1) {
+      const char = String.fromCodePoint(code);
+      if (!/\p{Default_Ignorable_Code_Point}/u.test(char)) continue;
+      const shown = escaped(char);
+      if (!hasHiddenCharacters(char) || oneLine(char) !== shown || visible(char) !== shown) missed.push(shown);
+    }
+    expect(missed).toEqual([]);
+    expect(oneLine("a\u034f\u115f\u17b4\u180f\u2065\u3164\uffa0\ufff0\u{e0000}\u{e0fff}b")).toBe(
+      "a\\u034f\\u115f\\u17b4\\u180f\\u2065\\u3164\\uffa0\\ufff0\\u{e0000}\\u{e0fff}b",
+    );
+  });
+
+  it("an instruction hidden in variation selectors, one per byte, is shown as escapes in an answer", () => {
+    // Bytes 0x68 0x69 0x0a ("hi\n"): U+E0100 + byte - 16 for the high ones, U+FE00 + byte for the low one.
+    const smuggled = "ok\u{e0158}\u{e0159}\ufe0a";
+    expect(visible(smuggled)).toBe("ok\\u{e0158}\\u{e0159}\\ufe0a");
+    expect(shownAnswer(smuggled)).toBe("ok\\u{e0158}\\u{e0159}\\ufe0a");
+    expect(hasHiddenCharacters(smuggled)).toBe(true);
+  });
+
+  it("a presentation selector right after an emoji stays in an answer; any other is escaped", () => {
+    expect(visible("⚠\ufe0f 注意, 1\ufe0f\u20e3")).toBe("⚠\ufe0f 注意, 1\ufe0f\u20e3");
+    expect(visible("a\ufe0f ⚠\ufe0f\ufe0f ⚠\ufe00 \ufe0e")).toBe("a\\ufe0f ⚠\ufe0f\\ufe0f ⚠\\ufe00 \\ufe0e");
+    // A value on one line escapes it even there: no selector passes for part of a name.
+    expect(oneLine("⚠\ufe0f")).toBe("⚠\\ufe0f");
   });
 
   it("an emoji joined with a zero-width joiner stays one emoji; any other joiner is escaped", () => {

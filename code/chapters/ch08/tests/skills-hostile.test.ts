@@ -401,6 +401,12 @@ describe("33: a description is one line with no control character", () => {
     ["a quoted run of tag characters (U+E0049…)", '"ok\\U000E0049\\U000E0047\\U000E004E"'],
     ["a raw ZERO WIDTH NO-BREAK SPACE inside", "a\ufeffb"],
     ["a quoted lone surrogate (U+D800)", '"a\\uD800b"'],
+    // One variation selector per byte: "hi\n" (0x68 0x69 0x0a) written as U+E0158 U+E0159 U+FE0A.
+    ["an instruction hidden in variation selectors", "ok\u{e0158}\u{e0159}\ufe0a"],
+    ["a quoted variation selector (U+FE0F) after a letter", '"ok\\uFE0F"'],
+    ["a raw Hangul filler (U+3164)", "a\u3164b"],
+    ["a raw combining grapheme joiner (U+034F)", "a\u034fb"],
+    ["a quoted unassigned default-ignorable (U+E0FFF)", '"ok\\U000E0FFF"'],
   ];
   for (const [what, description] of cases) {
     it(`${what} is refused`, () => {
@@ -408,6 +414,21 @@ describe("33: a description is one line with no control character", () => {
       expect(scanned()).toEqual(manifestError(ONE_LINE));
     });
   }
+
+  it("every range of Default_Ignorable_Code_Point is refused at both ends, by the property and not a hand list", () => {
+    const ends: number[] = [];
+    const ignorable = (code: number): boolean => /\p{Default_Ignorable_Code_Point}/u.test(String.fromCodePoint(code));
+    for (let code = 0; code <= 0x10ffff; code += 1) {
+      if (ignorable(code) && (!ignorable(code - 1) || !ignorable(code + 1))) ends.push(code);
+    }
+    expect(ends.length).toBeGreaterThan(20);
+    const accepted = ends.filter((code) => {
+      const escape = `\\U${code.toString(16).padStart(8, "0")}`;
+      writeManifest("alpha", manifest(`name: alpha\ndescription: "ok ${escape} ok"`));
+      return scanned()[0] !== "SkillManifestError";
+    });
+    expect(accepted.map((code) => code.toString(16))).toEqual([]);
+  });
 
   it("a folded > scalar becomes one line and scans", () => {
     writeManifest("alpha", manifest("name: alpha\ndescription: >\n  one\n  two\n"));

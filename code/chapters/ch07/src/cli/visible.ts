@@ -1,35 +1,35 @@
+import { HIDDEN_CHARACTER, hasHiddenCharacters } from "../core/hidden-characters.js";
 import { CONFUSABLE_PROTOTYPES } from "./confusables.js";
+
+/** Whether `oneLine` would show characters the terminal draws as nothing (or as reordered text). */
+export { hasHiddenCharacters };
 
 // C0 controls but tab and newline, DEL, and C1 controls: the escape sequences a terminal obeys.
 // eslint-disable-next-line no-control-regex -- control characters are exactly what this replaces
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
-// Unicode format characters (bidi controls, zero-width spaces and joiners, the BOM, tag characters, the soft
-// hyphen, …) and the line and paragraph separators: a terminal draws nothing for them, or reorders the text
-// around them, so a command can display in another order or a path look like another.
-const FORMAT = /[\p{Cf}\u2028\u2029]/u;
-// More characters that draw nothing: variation selectors, the combining grapheme joiner, Hangul fillers and
-// Mongolian variation selectors. Harmless in prose, so only one-line values (names, arguments) escape them.
-// eslint-disable-next-line no-misleading-character-class -- each of these is matched alone, never combined
-const BLANK = /[\u034f\u115f\u1160\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\u{1d159}\u{e0100}-\u{e01ef}]/u;
 // A zero-width joiner between two pictographs only joins them into one emoji (👩‍💻): an answer keeps it.
 // eslint-disable-next-line no-misleading-character-class -- the selector and skin tones follow a pictograph
 const EMOJI_JOINER = /(?<=\p{Extended_Pictographic}[\ufe0f\u{1f3fb}-\u{1f3ff}]?)\u200d(?=\p{Extended_Pictographic})/uy;
+// A text or emoji presentation selector right after an emoji (⚠️) only picks how that emoji is drawn: an answer
+// keeps it. Any other variation selector is escaped, so none can carry bytes a reader does not see.
+const EMOJI_SELECTOR = /(?<=\p{Emoji})[\ufe0e\ufe0f]/uy;
 
-const MULTI_LINE = new RegExp(`${CONTROL.source}|${FORMAT.source}`, "gu");
-// eslint-disable-next-line no-misleading-character-class -- built from BLANK, see there
-const ONE_LINE = new RegExp(`[\\t\\n]|${CONTROL.source}|${FORMAT.source}|${BLANK.source}`, "gu");
-// eslint-disable-next-line no-misleading-character-class -- built from BLANK, see there
-const HIDDEN = new RegExp(`${FORMAT.source}|${BLANK.source}`, "u");
+// Hidden characters (core/hidden-characters.ts): a terminal draws nothing for them, or reorders the text around
+// them, so a command can display in another order, a path look like another, or a line carry what nobody sees.
+const MULTI_LINE = new RegExp(`${CONTROL.source}|${HIDDEN_CHARACTER.source}`, "gu");
+const ONE_LINE = new RegExp(`[\\t\\n]|${CONTROL.source}|${HIDDEN_CHARACTER.source}`, "gu");
 
 /**
- * Text that came from the model (or a provider), made safe to print: control and format characters are
+ * Text that came from the model (or a provider), made safe to print: control and hidden characters are
  * shown as `\u001b`-style escapes instead of being obeyed, so a reply cannot hide, reorder or rewrite what
- * the terminal shows the user, such as an approval question. Tabs and line breaks stay.
+ * the terminal shows the user, such as an approval question. Tabs and line breaks stay, and so do the joiners
+ * and presentation selectors inside an emoji.
  */
 export function visible(text: string): string {
   return text.replace(MULTI_LINE, (char, offset: number) => {
     EMOJI_JOINER.lastIndex = offset;
-    return EMOJI_JOINER.test(text) ? char : escaped(char);
+    EMOJI_SELECTOR.lastIndex = offset;
+    return EMOJI_JOINER.test(text) || EMOJI_SELECTOR.test(text) ? char : escaped(char);
   });
 }
 
@@ -40,11 +40,6 @@ export function visible(text: string): string {
  */
 export function oneLine(text: string): string {
   return text.replace(ONE_LINE, escaped);
-}
-
-/** Whether `oneLine` would show characters the terminal draws as nothing (or as reordered text). */
-export function hasHiddenCharacters(text: string): boolean {
-  return HIDDEN.test(text);
 }
 
 /**
@@ -143,9 +138,13 @@ const MAX_CHECKED_LINE = 4096;
  * (a long line's later rows, where the terminal wraps it, are not: docs/security.md says so).
  */
 export function shownAnswer(text: string): string {
-  return visible(text)
+  return text
     .split("\n")
-    .map((line) => (startsLikeCliLine(line) ? `${ANSWER_MARK}${line}` : line))
+    .map((line) => {
+      // Looked at as written too: a hidden first character is shown as an escape, and still reads as nothing.
+      const shown = visible(line);
+      return startsLikeCliLine(line) || startsLikeCliLine(shown) ? `${ANSWER_MARK}${shown}` : shown;
+    })
     .join("\n");
 }
 
@@ -159,10 +158,9 @@ export function wrapsIntoCliLine(text: string, own = ""): boolean {
   return text.length > MAX_CHECKED_LINE || mentionsCliLine(text);
 }
 
-// What may stand before a line's first visible character and draw nothing there: white space, format and
-// blank characters (U+3164 and its kin), combining marks with nothing to combine with, the Braille blank.
-// eslint-disable-next-line no-misleading-character-class -- built from BLANK, see there
-const UNSEEN_START = new RegExp(`^(?:\\s|${FORMAT.source}|${BLANK.source}|\\p{M}|\\u2800)+`, "u");
+// What may stand before a line's first visible character and draw nothing there: white space, hidden characters
+// (U+3164 and its kin among them), combining marks with nothing to combine with, the Braille blank.
+const UNSEEN_START = new RegExp(`^(?:\\s|${HIDDEN_CHARACTER.source}|\\p{M}|\\u2800)+`, "u");
 
 /**
  * Whether `line` begins like one of the CLI's own lines as a reader sees it: after whatever draws nothing at

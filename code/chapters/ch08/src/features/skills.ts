@@ -10,6 +10,7 @@ import {
   isWindowsReservedComponent,
   WorkspacePathError,
 } from "../core/filesystem.js";
+import { hasHiddenCharacters } from "../core/hidden-characters.js";
 import { isInside, shownPath } from "../core/safe-path.js";
 import { toolError, toolSuccess, type ToolContext, type ToolDefinition, type ToolResult } from "../core/tools.js";
 
@@ -40,10 +41,10 @@ const SKILLS_DIRECTORY = "skills";
 const MANIFEST = "SKILL.md";
 const CHUNK_BYTES = 4_096;
 const SKILL_NAME_REGEXP = /^[a-z0-9]+(?:-[a-z0-9]+)*$/u;
-// A description goes into the system prompt as one visible line: no control characters (NEL among them), line or
-// paragraph separators, format characters (bidi overrides, zero-width and tag characters that hide text from a
-// reader but not from the model) or lone surrogates (ill-formed text in every request).
-const NOT_ONE_LINE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
+// A description goes into the system prompt as one visible line: no control characters (NEL among them), no lone
+// surrogates (ill-formed text in every request), and no hidden characters (line or paragraph separators, bidi
+// overrides, zero-width, tag characters and variation selectors, which hide text from a reader but not the model).
+const CONTROL_OR_SURROGATE = /[\p{Cc}\p{Cs}]/u;
 
 const loadSkillInputSchema = z
   .object({
@@ -659,7 +660,7 @@ function parseFrontmatter(frontmatter: string, source: string): { name: string; 
     throw new SkillManifestError(`Skill frontmatter requires string name and description: ${source}`);
   }
   const description = rawDescription.trim();
-  if (description === "" || NOT_ONE_LINE.test(description)) {
+  if (description === "" || CONTROL_OR_SURROGATE.test(description) || hasHiddenCharacters(description)) {
     throw new SkillManifestError(`Skill description must be one non-empty line: ${source}`);
   }
   // Counted in code points, as the 1,024-character limit is stated: a pair of surrogates is one character.
