@@ -8,7 +8,12 @@ import { HookRegistry, HookResult } from "../src/core/hooks.js";
 import { IncompleteModelReplyError, ModelCallError } from "../src/core/loop.js";
 import { validateToolPairing, type ChatMessage } from "../src/core/messages.js";
 import type { ModelClient, ModelReply, ModelRequest } from "../src/core/model.js";
-import { PermissionDecision, type ApprovalProvider, type AuditSink } from "../src/core/permissions.js";
+import {
+  PermissionDecision,
+  type ApprovalProvider,
+  type AuditSink,
+  type PermissionRequest,
+} from "../src/core/permissions.js";
 import { P07, P08, profileForChapter, type ChapterProfile } from "../src/core/profiles.js";
 import {
   historyUtf8Bytes,
@@ -141,6 +146,77 @@ const requestHistory = (request: ModelRequest): readonly ChatMessage[] => {
   const last = rest.at(-1);
   return last?.role === "system" && last.content.startsWith("Keep the TODO list current") ? rest.slice(0, -1) : rest;
 };
+
+// ——— The book's one case of this file (it prints its checks, not its title), and the proof that nothing asks. ———
+
+/** The book's approver: any question is a failure, since saving artifacts and summarizing ask nobody. */
+class UnexpectedApproval implements ApprovalProvider {
+  requests = 0;
+  decide(_request: PermissionRequest): Promise<PermissionDecision> {
+    this.requests += 1;
+    return Promise.reject(new Error("read_file should not request approval"));
+  }
+}
+
+describe("the book's full-agent case", () => {
+  it("saves a large read_file result before it enters the history, keeps the pairing, asks nothing and adds no compact tool", async () => {
+    const content = "甲".repeat(10_001);
+    await writeFile(join(workspace, "large.txt"), content, "utf8");
+    const approval = new UnexpectedApproval();
+    const model = new RoutingModel([toolTurn(call("call-1", "read_file", { path: "large.txt" })), textTurn("done")]);
+    const agent = buildAgent(P08, {
+      model,
+      workspace,
+      commandRunner: new FakeCommandRunner(),
+      approvalProvider: approval,
+      auditSink: noAudit,
+    });
+    const result = await agent.run("读取 large.txt");
+    const persisted = requestHistory(model.requests[1] as ModelRequest).at(-1) as ChatMessage;
+    expect(persisted.content).toContain("<persisted-tool-result>");
+    const relativePath = /^path: (.+)$/m.exec(persisted.content ?? "")?.[1] ?? "";
+    expect(relativePath).toMatch(/^\.agent_tutorial\/artifacts\/tool-result-[a-z0-9]+\.txt$/);
+    expect(await readFile(join(workspace, ...relativePath.split("/")), "utf8")).toBe(content);
+    expect(result.history[2]).toEqual(persisted);
+    validateToolPairing(result.history);
+    expect(approval.requests).toBe(0);
+    expect(model.requests[0]?.tools.map((tool) => tool.function.name)).toEqual([
+      "shell",
+      "read_file",
+      "write_file",
+      "edit_file",
+      "glob",
+      "todo_write",
+      "task",
+      "load_skill",
+    ]);
+  });
+
+  it("asks for no approval while it saves artifacts, writes the transcript and summarizes: the approver is called 0 times", async () => {
+    await writeWorkspaceFiles();
+    const approval = new UnexpectedApproval();
+    const model = new RoutingModel([
+      toolTurn(call("c-big", "read_file", { path: "big.log" })),
+      toolTurn(...[1, 2, 3, 4, 5, 6, 7].map((n) => call(`c-part-${n}`, "read_file", { path: `part-${n}.md` }))),
+      textTurn("总结完成"),
+    ]);
+    const notices: ArtifactNotice[] = [];
+    const agent = buildAgent(P08, {
+      model,
+      workspace,
+      commandRunner: new FakeCommandRunner(),
+      approvalProvider: approval,
+      auditSink: noAudit,
+      onArtifact: (notice) => notices.push(notice),
+    });
+    expect((await agent.run("go")).finalText).toBe("总结完成");
+    // Two results and a transcript published, one summary made: every write the runtime's own, none asked.
+    expect(notices.map((notice) => notice.type)).toEqual(["published", "published", "published"]);
+    expect(model.summaryRequests).toHaveLength(1);
+    expect(artifactNames()).toHaveLength(3);
+    expect(approval.requests).toBe(0);
+  });
+});
 
 describe("rule 1: P08", () => {
   it("is P07 plus artifacts and compaction, frozen, profileForChapter(8), with P07's eight tools and no compact tool", async () => {

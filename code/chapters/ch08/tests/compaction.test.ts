@@ -16,7 +16,7 @@ import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, test, vi } from "vitest";
 import { toOpenAIMessage } from "../src/adapters/openai-chat.js";
 import {
   assistantMessage,
@@ -278,6 +278,366 @@ function keysSortedEverywhere(value: unknown): boolean {
 }
 
 const ascii = (bytes: number, char = "a"): string => char.repeat(bytes);
+
+// ——— The book's 23 cases, under its four describe names and with its titles; then this repository's rules. ———
+
+/** The book's fake: it keeps every history it was asked to summarize, and answers with one summary or a failure. */
+class RecordingSummarizer implements HistorySummarizer {
+  readonly histories: (readonly ChatMessage[])[] = [];
+  constructor(private readonly answer: () => CompactionSummary = () => SUMMARY) {}
+  summarize(history: readonly ChatMessage[]): Promise<CompactionSummary> {
+    this.histories.push(history);
+    try {
+      return Promise.resolve(this.answer());
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+}
+
+/** The given ids in turn, as the book's tests inject them. */
+function idGenerator(...ids: string[]): () => string {
+  return () => ids.shift() ?? "exhausted";
+}
+
+/** One call and its result: a tool exchange group of one call. */
+function exchange(id: string, content: string): ChatMessage[] {
+  return [assistantMessage(null, [toolCall(id, "read_file", '{"path":"README.md"}')]), toolMessage(content, id)];
+}
+
+/** The history of the book's fourth experiment: one reply with two calls, one with one, and a final answer. */
+const EXPERIMENT_FOUR: readonly ChatMessage[] = [
+  userMessage("开始"),
+  assistantMessage(null, [
+    toolCall("a", "read_file", '{"path":"a.txt"}'),
+    toolCall("b", "read_file", '{"path":"b.txt"}'),
+  ]),
+  toolMessage("A 的内容", "a"),
+  toolMessage("B 的内容", "b"),
+  assistantMessage(null, [toolCall("c", "read_file", '{"path":"c.txt"}')]),
+  toolMessage("C 的内容", "c"),
+  assistantMessage("完成"),
+];
+
+describe("model-backed history summarizer", () => {
+  const history = [userMessage("总结 README.md"), ...exchange("r1", "# README")];
+
+  test("sends a tool-free request and accepts only the five-field JSON contract", async () => {
+    const model = new ScriptedModel([textTurn(JSON.stringify(WIRE))]);
+    const summary = await new ModelHistorySummarizer(model).summarize(history);
+    expect(summary).toBeInstanceOf(CompactionSummary);
+    expect(summary).toEqual(SUMMARY);
+    expect(summary.currentGoal).toBe("Summarize the Markdown files");
+    expect(model.requests).toEqual([
+      { messages: [systemMessage(SUMMARY_SYSTEM_PROMPT), userMessage(serializeTranscript(history))], tools: [] },
+    ]);
+  });
+
+  test.each([
+    ["tool calls", toolTurn(call("c1", "read_file", { path: "a" })), /must not call tools/],
+    ["a non-stop finish reason", textTurn(JSON.stringify(WIRE), "length"), /finishReason must be stop/],
+    ["an extra field", textTurn(JSON.stringify({ ...WIRE, extra: true })), /exact fields/],
+    ["an empty array item", textTurn(JSON.stringify({ ...WIRE, key_findings: [" "] })), /invalid values/],
+  ] as const)("rejects %s", async (_name, reply, message) => {
+    const summarizer = new ModelHistorySummarizer(new ScriptedModel([reply]));
+    const error = await summarizer.summarize(history).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CompactionError);
+    expect((error as Error).message).toMatch(message);
+  });
+});
+
+describe("tool-result artifact budgeting", () => {
+  test("persists values above the strict UTF-8 threshold and keeps bounded previews", async () => {
+    // The default id generator: the book's tool-result-<id>.txt, its id letters and digits only.
+    const manager = new CompactionManager({ workspace, summarizer: new RecordingSummarizer() });
+    const content = "甲".repeat(10_001);
+    const outcome = await manager.compactToolResults([toolSuccess(content)]);
+    const persisted = outcome.results[0]?.content ?? "";
+    expect(persisted).toContain("<persisted-tool-result>");
+    const relativePath = /^path: (.+)$/m.exec(persisted)?.[1] ?? "";
+    expect(relativePath).toMatch(/^\.agent_tutorial\/artifacts\/tool-result-[a-z0-9]+\.txt$/);
+    expect(readFileSync(join(workspace, ...relativePath.split("/")), "utf8")).toBe(content);
+    expect(persisted).toBe(reference(relativePath, 30_003, "甲".repeat(666), "甲".repeat(666)));
+    expect(Buffer.byteLength(persisted, "utf8")).toBeLessThan(4_200);
+    expect(outcome.artifacts).toEqual([artifact(0, relativePath, 30_003)]);
+  });
+
+  test("keeps a value exactly at the threshold inline", async () => {
+    const manager = new CompactionManager({
+      workspace,
+      summarizer: new RecordingSummarizer(),
+      persistThresholdBytes: 6,
+    });
+    const outcome = await manager.compactToolResults([toolSuccess("abcdef")]);
+    expect(outcome.results).toEqual([toolSuccess("abcdef")]);
+    expect(outcome.artifacts).toEqual([]);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+  });
+
+  test("persists the largest remaining value first and preserves error metadata", async () => {
+    const manager = new CompactionManager({
+      workspace,
+      summarizer: new RecordingSummarizer(),
+      idGenerator: idGenerator("first", "second"),
+      persistThresholdBytes: 100,
+      batchBudgetBytes: 60,
+    });
+    // 10 + 50 + 30 + 10 = 100 over a budget of 60: only the 50-byte failure goes, and it stays a failure.
+    const failed = toolError("command_failed", "B".repeat(26));
+    const results = [toolSuccess("A".repeat(10)), failed, toolSuccess("C".repeat(30)), toolSuccess("D".repeat(10))];
+    expect(results.map((result) => Buffer.byteLength(result.content))).toEqual([10, 50, 30, 10]);
+    const outcome = await manager.compactToolResults(results);
+    expect(outcome.artifacts.map((saved) => saved.resultIndex)).toEqual([1]);
+    expect(outcome.results[1]).toEqual({
+      content: reference(`${ARTIFACTS}/tool-result-first.txt`, 50, failed.content, ""),
+      isError: true,
+      errorCode: "command_failed",
+    });
+    expect([outcome.results[0], outcome.results[2], outcome.results[3]]).toEqual([results[0], results[2], results[3]]);
+  });
+
+  test("never overwrites an existing artifact and removes earlier files from the failed batch", async () => {
+    mkdirSync(artifactsDir(), { recursive: true });
+    writeFileSync(join(artifactsDir(), "tool-result-taken.txt"), "someone else's");
+    const manager = new CompactionManager({
+      workspace,
+      summarizer: new RecordingSummarizer(),
+      idGenerator: idGenerator("fresh", "taken"),
+      persistThresholdBytes: 5,
+    });
+    const error = await manager
+      .compactToolResults([toolSuccess("first large"), toolSuccess("second large")])
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ArtifactConflictError);
+    expect((error as Error).message).toBe("artifact already exists");
+    expect(readFileSync(join(artifactsDir(), "tool-result-taken.txt"), "utf8")).toBe("someone else's");
+    expect(listing()).toEqual(["tool-result-taken.txt"]);
+  });
+
+  test("rejects unsafe IDs and artifact directory setup failures without changing input", async () => {
+    const results = Object.freeze([toolSuccess("a large enough result")]);
+    const copy = [...results];
+    for (const bad of ["../escape", "UPPER", "a/b", ""]) {
+      const manager = new CompactionManager({
+        workspace,
+        summarizer: new RecordingSummarizer(),
+        idGenerator: () => bad,
+        persistThresholdBytes: 5,
+      });
+      await expect(manager.compactToolResults(results)).rejects.toThrow(ArtifactPathError);
+    }
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+    writeFileSync(join(workspace, ".agent_tutorial"), "a file, not a folder");
+    const manager = new CompactionManager({
+      workspace,
+      summarizer: new RecordingSummarizer(),
+      persistThresholdBytes: 5,
+    });
+    await expect(manager.compactToolResults(results)).rejects.toThrow(
+      new ArtifactPathError("artifact directory could not be created"),
+    );
+    expect(results).toEqual(copy);
+    expect(readFileSync(join(workspace, ".agent_tutorial"), "utf8")).toBe("a file, not a folder");
+  });
+
+  test("rejects a state-directory junction that escapes the workspace", async () => {
+    // A junction on Windows, a symbolic link to a folder elsewhere.
+    symlinkSync(outside, join(workspace, ".agent_tutorial"), "junction");
+    const manager = new CompactionManager({
+      workspace,
+      summarizer: new RecordingSummarizer(),
+      persistThresholdBytes: 5,
+    });
+    await expect(manager.compactToolResults([toolSuccess("a large enough result")])).rejects.toThrow(
+      new ArtifactPathError("artifact directory escapes workspace"),
+    );
+    expect(readdirSync(outside)).toEqual([]);
+  });
+});
+
+describe("atomic message-group compaction", () => {
+  test("micro compaction replaces every old result but keeps recent exchanges intact", () => {
+    const micro = microCompactHistory(EXPERIMENT_FOUR, { keepRecentToolGroups: 1 });
+    expect(micro).toEqual([
+      ...EXPERIMENT_FOUR.slice(0, 2),
+      toolMessage(COMPACTED_TOOL_RESULT, "a"),
+      toolMessage(COMPACTED_TOOL_RESULT, "b"),
+      ...EXPERIMENT_FOUR.slice(4),
+    ]);
+    validateToolPairing(micro);
+    // The book's numbers: a placeholder longer than these short results makes the history longer.
+    expect([historyUtf8Bytes(EXPERIMENT_FOUR), historyUtf8Bytes(micro)]).toEqual([642, 720]);
+  });
+
+  test("snip compaction removes whole groups and inserts an exact omission marker", () => {
+    const snipped = snipCompactHistory(EXPERIMENT_FOUR, { maxGroups: 3, keepHeadGroups: 1 });
+    expect(snipped).toEqual([
+      userMessage("开始"),
+      systemMessage("[Compacted: 2 message groups omitted]"),
+      assistantMessage("完成"),
+    ]);
+    validateToolPairing(snipped);
+    expect(historyUtf8Bytes(snipped)).toBe(143);
+  });
+
+  test("counts canonical OpenAI JSONL bytes including non-ASCII UTF-8 and the final newline", () => {
+    const history = [userMessage("甲"), ...exchange("call-1", "乙")];
+    const expected =
+      `${JSON.stringify({ content: "甲", role: "user" })}\n` +
+      `${JSON.stringify({
+        content: null,
+        role: "assistant",
+        tool_calls: [
+          { function: { arguments: '{"path":"README.md"}', name: "read_file" }, id: "call-1", type: "function" },
+        ],
+      })}\n` +
+      `${JSON.stringify({ content: "乙", role: "tool", tool_call_id: "call-1" })}\n`;
+    expect(serializeTranscript(history)).toBe(expected);
+    expect(historyUtf8Bytes(history)).toBe(Buffer.byteLength(expected, "utf8"));
+  });
+});
+
+describe("final history compaction", () => {
+  test("persists the full transcript before replacing history with one structured summary", async () => {
+    const history = [userMessage("总结当前目录的 Markdown 文件"), ...exchange("c1", "# README")];
+    let onDisk: string[] = [];
+    const summarizer = new RecordingSummarizer(() => {
+      onDisk = listing();
+      return SUMMARY;
+    });
+    const manager = new CompactionManager({ workspace, summarizer, idGenerator: idGenerator("probe-1") });
+    const outcome = await manager.compactProactively(history);
+    expect(onDisk).toEqual(["transcript-probe-1.jsonl"]);
+    expect(readFileSync(outcome.transcript.path, "utf8")).toBe(serializeTranscript(history));
+    expect(outcome.history).toEqual([systemMessage(summaryText(`${ARTIFACTS}/transcript-probe-1.jsonl`))]);
+    expect(JSON.parse(outcome.history[0]?.content ?? "")).toEqual({
+      ...WIRE,
+      kind: "compacted_history",
+      transcript_path: ".agent_tutorial/artifacts/transcript-probe-1.jsonl",
+    });
+    expect(summarizer.histories).toEqual([history]);
+  });
+
+  test("keeps the transcript when summarization fails", async () => {
+    const summarizer = new RecordingSummarizer(() => {
+      throw new Error("summary failed");
+    });
+    const manager = new CompactionManager({ workspace, summarizer, idGenerator: idGenerator("failed-summary") });
+    await expect(manager.compactProactively([userMessage("unchanged")])).rejects.toThrow(/summary failed/);
+    expect(readFileSync(join(artifactsDir(), "transcript-failed-summary.jsonl"), "utf8")).toContain("unchanged");
+  });
+
+  test("reactive compaction runs once per retry window and retains recent complete groups", async () => {
+    const summarizer = new RecordingSummarizer();
+    const manager = new CompactionManager({
+      workspace,
+      summarizer,
+      idGenerator: idGenerator("r1"),
+      reactiveTailGroups: 2,
+    });
+    const history = [
+      userMessage("start"),
+      ...exchange("old", "old data"),
+      systemMessage("middle"),
+      ...exchange("recent", "data"),
+    ];
+    const outcome = await manager.compactOnPromptTooLong(history, { retryCount: 0 });
+    expect(outcome.history[0]).toEqual(systemMessage(summaryText(`${ARTIFACTS}/transcript-r1.jsonl`)));
+    expect(outcome.history.slice(1)).toEqual([systemMessage("middle"), ...exchange("recent", "data")]);
+    await expect(manager.compactOnPromptTooLong(history, { retryCount: 1 })).rejects.toThrow(PromptTooLongRetryError);
+    expect(summarizer.histories).toHaveLength(1);
+    expect(listing()).toEqual(["transcript-r1.jsonl"]);
+  });
+
+  test("prepare caches semantic equality, reuses a compressed prefix, and leaves canonical input intact", async () => {
+    const manager = new CompactionManager({
+      workspace,
+      summarizer: new RecordingSummarizer(),
+      keepRecentToolGroups: 1,
+    });
+    const first = [userMessage("start"), ...exchange("old", "large old result"), ...exchange("new", "fresh result")];
+    const prepared = await manager.prepare(first);
+    expect(prepared[2]).toEqual(toolMessage(COMPACTED_TOOL_RESULT, "old"));
+    expect(first[2]).toEqual(toolMessage("large old result", "old"));
+    // Equal messages, other objects: the very same prepared history.
+    const equal = [userMessage("start"), ...exchange("old", "large old result"), ...exchange("new", "fresh result")];
+    expect(await manager.prepare(equal)).toBe(prepared);
+    const appended = await manager.prepare([...first, assistantMessage("done")]);
+    expect(appended).toEqual([...prepared, assistantMessage("done")]);
+    expect(first[2]).toEqual(toolMessage("large old result", "old"));
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+  });
+
+  test("prepare summarizes once, caches equal history, and appends to the compressed prefix", async () => {
+    const summarizer = new RecordingSummarizer();
+    const manager = new CompactionManager({ workspace, summarizer, proactiveThresholdBytes: 800 });
+    const canonical = [userMessage("x".repeat(1_000))];
+    expect(historyUtf8Bytes(canonical)).toBe(1029);
+    const first = await manager.prepare(canonical);
+    expect([summarizer.histories.length, first.length, first[0]?.role]).toEqual([1, 1, "system"]);
+    const again = await manager.prepare([userMessage("x".repeat(1_000))]);
+    expect(again).toBe(first);
+    const appended = await manager.prepare([...canonical, assistantMessage("最新回答")]);
+    expect(summarizer.histories).toHaveLength(1);
+    expect(appended).toEqual([first[0], assistantMessage("最新回答")]);
+    expect(appended[0]).toBe(first[0]);
+    expect(canonical).toEqual([userMessage("x".repeat(1_000))]);
+  });
+
+  test("recompaction summarizes the cached prefix but transcribes the full canonical history", async () => {
+    const summarizer = new RecordingSummarizer();
+    const manager = new CompactionManager({
+      workspace,
+      summarizer,
+      idGenerator: idGenerator("first", "second"),
+      proactiveThresholdBytes: 800,
+    });
+    const firstCanonical = [userMessage("x".repeat(1_000))];
+    const firstPrepared = await manager.prepare(firstCanonical);
+    const appended = assistantMessage("y".repeat(1_000));
+    await manager.prepare([...firstCanonical, appended]);
+    expect(summarizer.histories).toEqual([firstCanonical, [...firstPrepared, appended]]);
+    const transcript = readFileSync(join(artifactsDir(), "transcript-second.jsonl"), "utf8");
+    expect(
+      transcript
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as unknown),
+    ).toEqual([
+      { content: "x".repeat(1_000), role: "user" },
+      { content: "y".repeat(1_000), role: "assistant" },
+    ]);
+  });
+
+  test("a transcript collision never overwrites or invokes the summarizer again", async () => {
+    const summarizer = new RecordingSummarizer();
+    const manager = new CompactionManager({ workspace, summarizer, idGenerator: idGenerator("same", "same") });
+    const first = await manager.compactProactively([userMessage("first")]);
+    const before = readFileSync(first.transcript.path, "utf8");
+    await expect(manager.compactProactively([userMessage("second")])).rejects.toThrow(ArtifactConflictError);
+    expect(readFileSync(first.transcript.path, "utf8")).toBe(before);
+    expect(summarizer.histories).toEqual([[userMessage("first")]]);
+  });
+
+  test("a transcript directory failure leaves history unchanged and skips summarization", async () => {
+    writeFileSync(join(workspace, ".agent_tutorial"), "a file, not a folder");
+    const summarizer = new RecordingSummarizer();
+    const manager = new CompactionManager({ workspace, summarizer });
+    const history = Object.freeze([userMessage("keep me"), ...exchange("c1", "data")]);
+    const copy = [...history];
+    await expect(manager.compactProactively(history)).rejects.toThrow(ArtifactPathError);
+    expect(summarizer.histories).toEqual([]);
+    expect(history).toEqual(copy);
+  });
+
+  test("validates pairing before any transcript write or summary call", async () => {
+    const summarizer = new RecordingSummarizer();
+    const manager = new CompactionManager({ workspace, summarizer });
+    await expect(manager.compactProactively([toolMessage("orphan", "missing")])).rejects.toThrow(/orphan tool result/);
+    expect(summarizer.histories).toEqual([]);
+    expect(existsSync(join(workspace, ".agent_tutorial"))).toBe(false);
+  });
+});
 
 describe("constants", () => {
   it("are the book's numbers, with a 256 MiB artifact quota", () => {

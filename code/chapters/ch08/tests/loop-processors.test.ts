@@ -161,6 +161,72 @@ function toolResultEvents(events: readonly AgentEvent[]): [string, ToolResult][]
   );
 }
 
+// ——— The book's seven cases of this file (it prints the title of the three-variant one); then this repository's. ———
+
+describe("the book's loop processor cases", () => {
+  it.each([
+    ["throws", () => Promise.reject(new Error("disk full"))],
+    ["returns the wrong number of results", (results: readonly ToolResult[]) => Promise.resolve(results.slice(1))],
+    [
+      "returns an invalid result",
+      (results: readonly ToolResult[]) => Promise.resolve([results[0], { content: 3, isError: false }]),
+    ],
+  ] as const)("pairs every call with a controlled error when the processor %s", async (_name, processor) => {
+    const model = new ScriptedModel([toolTurn(echo("c1", "a"), call("c2", "fail", {})), textTurn("done")]);
+    const { runner } = setUp(model, {
+      toolResultProcessor: (results) => processor(results) as Promise<readonly ToolResult[]>,
+    });
+    const result = await runner.run("go");
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", PROCESSING_FAILED],
+      ["c2", PROCESSING_FAILED],
+    ]);
+    validateToolPairing(result.history);
+    expect(result.finalText).toBe("done");
+  });
+
+  it("hands the whole batch to the processor before any of its results is written back", async () => {
+    const model = new ScriptedModel([toolTurn(echo("c1", "a"), echo("c2", "b")), textTurn("done")]);
+    const seen: SeenBatch[] = [];
+    const { runner } = setUp(model, { toolResultProcessor: recordingProcessor(seen) });
+    const result = await runner.run("go");
+    expect(seen.map((batch) => [batch.results.length, batch.toolMessagesInHistory])).toEqual([[2, []]]);
+    expect(toolMessages(result.history)).toEqual([
+      ["c1", "processed:a"],
+      ["c2", "processed:b"],
+    ]);
+  });
+
+  it("a PostToolUse stop returns the processed result", async () => {
+    const model = new ScriptedModel([toolTurn(echo("c1", "a"))]);
+    const { runner } = setUp(model, { toolResultProcessor: recordingProcessor([]), stopAfter: "c1" });
+    const result = await runner.run("go");
+    expect(result.finalText).toBe("processed:a");
+    expect(toolMessages(result.history)).toEqual([["c1", "processed:a"]]);
+  });
+
+  it("the history processor's output goes into the request, never into the canonical history", async () => {
+    const model = new ScriptedModel([textTurn("done")]);
+    const { runner } = setUp(model, {
+      historyProcessor: () => Promise.resolve([systemMessage("prepared request history")]),
+    });
+    const result = await runner.run("go");
+    expect(model.requests[0]?.messages).toEqual([
+      systemMessage(SYSTEM_PROMPT),
+      systemMessage("prepared request history"),
+    ]);
+    expect(result.history).toEqual([userMessage("go"), assistantMessage("done")]);
+  });
+
+  it("an orphan history from the history processor fails before the model is called", async () => {
+    const model = new ScriptedModel([textTurn("never asked")]);
+    const { runner } = setUp(model, { historyProcessor: () => Promise.resolve([toolMessage("orphan", "missing")]) });
+    await expect(runner.run("go")).rejects.toThrow(HistoryProcessingError);
+    expect(model.requests).toEqual([]);
+    expect(runner.history).toEqual([userMessage("go")]);
+  });
+});
+
 describe("rules 7 and 8: the tool result processor sees each reply's whole batch, once, at the right moment", () => {
   it("runs once per assistant message with tool calls, after every PostToolUse of it and before any of its tool messages is in the history", async () => {
     const model = new ScriptedModel([

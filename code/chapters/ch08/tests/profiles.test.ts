@@ -8,6 +8,7 @@ import {
   P01,
   P02,
   P03,
+  P08,
   profileForChapter,
   UnknownChapterError,
   type ChapterProfile,
@@ -85,6 +86,25 @@ describe("chapter profiles", () => {
         "Chapter 0 has not been migrated to this snapshot; it knows chapters 1, 2, 3, 4, 5, 6, 7, 8",
       ),
     );
+  });
+
+  it("chapter 8 is the fixed P08: the nine capabilities of P07, then artifacts and compaction; chapter 9 has not been migrated", () => {
+    expect(profileForChapter(8)).toBe(P08);
+    expect(P08.chapter).toBe(8);
+    expect([...P08.capabilities]).toEqual([
+      "loop",
+      "powershell",
+      "tool_registry",
+      "files",
+      "policy",
+      "hooks",
+      "todo",
+      "subagent",
+      "skills",
+      "artifacts",
+      "compaction",
+    ]);
+    expect(() => profileForChapter(9)).toThrow(/not been migrated/);
   });
 
   it("CapabilitySet exposes no mutator, even at runtime", () => {
