@@ -1,7 +1,10 @@
 // Applies an experiment's edits (guide.ts) to file texts: each hunk's expected lines must occur exactly once, as
 // whole lines, in the text the previous hunks left; anything else is a guide that no longer matches the code.
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+// `gitApply` gives the same blocks to `git apply`, as a reader would, on a scratch copy of the files they touch.
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import type { FileEdit, Hunk } from "./guide.js";
 
 /** Reads a file below `root` by its repository-relative path; `undefined` when there is none to read. */
@@ -52,4 +55,44 @@ export function applyEdits(
     files.set(edit.path, text);
   }
   return { files };
+}
+
+/** The `--- a/<path>` files a patch touches. */
+function patchedPaths(patch: string): string[] {
+  return [...patch.matchAll(/^--- a\/(\S+)$/gm)].map((match) => match[1] as string);
+}
+
+/**
+ * The texts after `git apply` of `patches`, one after another, on a scratch copy of the files they touch (read by
+ * `read`), by path; or git's first complaint. The copy is outside any repository, so git applies it as a plain patch.
+ */
+export function gitApply(
+  patches: readonly string[],
+  read: (path: string) => string | undefined,
+): { files: Map<string, string> } | { problem: string } {
+  const paths = [...new Set(patches.flatMap(patchedPaths))];
+  const folder = mkdtempSync(join(tmpdir(), "agent-git-apply-"));
+  try {
+    for (const path of paths) {
+      const text = read(path);
+      if (text === undefined) return { problem: `${path} does not exist` };
+      mkdirSync(dirname(join(folder, path)), { recursive: true });
+      writeFileSync(join(folder, path), text);
+    }
+    for (const [index, patch] of patches.entries()) {
+      const run = spawnSync("git", ["apply", "--whitespace=nowarn", "-"], {
+        cwd: folder,
+        input: patch,
+        encoding: "utf8",
+        env: { ...process.env, GIT_CEILING_DIRECTORIES: dirname(folder) },
+      });
+      if (run.status !== 0) {
+        const said = (run.stderr || run.error?.message || `exit ${run.status ?? "?"}`).trim().split("\n")[0] ?? "";
+        return { problem: `git apply refuses diff block ${index + 1}: ${said.split(folder).join(".")}` };
+      }
+    }
+    return { files: new Map(paths.map((path) => [path, readFileSync(join(folder, path), "utf8")])) };
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 }

@@ -3,8 +3,8 @@
 // the guide names the commit, date and gate size the record was measured at. A record whose tests' inputs changed
 // since is reported as a note, not a failure: the guide's numbers are true of the commit it names.
 import type { TestInputs } from "../test-plan/plan.js";
-import { applyEdits, fileReader } from "./apply.js";
-import { guideExperiments, type Measurement } from "./guide.js";
+import { applyEdits, fileReader, gitApply } from "./apply.js";
+import { guideExperiments, type Measurement, type Patch } from "./guide.js";
 import { affectedTests, editsHash, inputsHash, snapshotPaths, type ChapterRecord } from "./record.js";
 
 const label = (measurement: Pick<Measurement, "experiment" | "step">): string =>
@@ -22,8 +22,9 @@ export function chapterExperimentProblems(
   inputs: ReadonlyMap<string, TestInputs>,
 ): { problems: string[]; notes: string[]; measured: number } {
   const name = `chapters/${chapter}.md`;
-  const { measurements, problems: parseProblems } = guideExperiments(guide);
+  const { measurements, patches, problems: parseProblems } = guideExperiments(guide);
   const problems = parseProblems.map((problem) => `${name}: ${problem}`);
+  problems.push(...gitApplyProblems(name, patches, measurements, fileReader(repo)));
   const notes: string[] = [];
   if (measurements.length === 0) {
     if (record !== undefined) problems.push(`${name}: shows no measured experiment, but the record has ${chapter}`);
@@ -99,6 +100,43 @@ export function chapterExperimentProblems(
     }
   }
   return { problems, notes, measured: measurements.length };
+}
+
+/**
+ * Each experiment's diff blocks as a reader applies them, `git apply` one after another: git must take every block,
+ * and leave the files exactly as the guide's own reading (applyEdits) of the experiment's last measurement does.
+ */
+function gitApplyProblems(
+  name: string,
+  patches: readonly Patch[],
+  measurements: readonly Measurement[],
+  read: (path: string) => string | undefined,
+): string[] {
+  const problems: string[] = [];
+  for (const experiment of [...new Set(patches.map((patch) => patch.experiment))]) {
+    const own = patches.filter((patch) => patch.experiment === experiment);
+    // A block with a hunk that has no header is already refused by name (guide.ts); git would only say it again.
+    if (own.some((patch) => /^[-+ ]/m.test(patch.text) && !/^@@ -\d/m.test(patch.text))) continue;
+    const where = `${name}:${own[0]?.line ?? 0}: "${experiment}"`;
+    const applied = gitApply(
+      own.map((patch) => patch.text),
+      read,
+    );
+    if ("problem" in applied) {
+      problems.push(`${where}: ${applied.problem}`);
+      continue;
+    }
+    const last = measurements.filter((measurement) => measurement.experiment === experiment).at(-1);
+    if (last === undefined) continue;
+    const ours = applyEdits(last.edits, read);
+    if ("problem" in ours) continue; // reported with the measurement
+    for (const [path, text] of ours.files) {
+      if (applied.files.get(path) !== text) {
+        problems.push(`${where}: git apply changes ${path} elsewhere than its hunks' lines say; fix the @@ numbers`);
+      }
+    }
+  }
+  return problems;
 }
 
 /**

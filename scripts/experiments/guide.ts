@@ -2,17 +2,19 @@
 // edit a reader copies and the edit `npm run verify:experiments` measures are the same text. In the guide's
 // `## …动手实验…` section every `###` heading is one experiment; its ```diff blocks are its edits, and each
 // `**变红：N 个**` in it is one measurement of every edit shown above it in that experiment (so a second step
-// is written as a diff over the first). A diff block is a patch without line numbers:
+// is written as a diff over the first). A diff block is a unified diff that `git apply` takes:
 //
 //     --- a/code/chapters/ch01/src/core/loop.ts
 //     +++ b/code/chapters/ch01/src/core/loop.ts
+//     @@ -92,1 +92,1 @@
 //     -    const maxTurns = options.maxTurns ?? 20;
 //     +    const maxTurns = options.maxTurns ?? 1;
 //
-// where each hunk's context and removed lines must occur exactly once in the file (a bare `@@` line starts
-// the next hunk of the same file). A unified diff with `@@ -a,b +c,d @@` headers, as `git diff` writes and
-// `git apply` takes, reads the same way: each header starts a hunk. The paragraph of a measurement may also
-// claim how the reds split up; those claims are read here too, and held to the record by claims.ts.
+// Here a hunk is found by its lines, not its numbers: its context and removed lines must occur exactly once in the
+// file, so a guide whose code moved is caught even where git would apply it at an offset; claims.ts also runs
+// `git apply` on the blocks and holds its result to this reading. A hunk without a header (a bare `@@`, or none)
+// is read the same way but refused, since a reader's `git apply` refuses it. The paragraph of a measurement may
+// also claim how the reds split up; those claims are read here too, and held to the record by claims.ts.
 
 import { docLines, type DocLine } from "../doc-rules.js";
 
@@ -57,8 +59,19 @@ export interface Measurement {
   readonly claims: RedClaims;
 }
 
+/** One diff block as the guide prints it: what `git apply` is given, in the order the experiment applies them. */
+export interface Patch {
+  readonly experiment: string;
+  /** The guide's line of the block's opening fence (1-based), for messages only. */
+  readonly line: number;
+  /** The block's lines, ending in a newline, as a reader saves them to a file for `git apply`. */
+  readonly text: string;
+}
+
 export interface GuideExperiments {
   readonly measurements: readonly Measurement[];
+  /** Every diff block of the hands-on section, in order. */
+  readonly patches: readonly Patch[];
   /** What in the guide cannot be read as an experiment (a diff block without a file, a bad line). */
   readonly problems: readonly string[];
 }
@@ -66,10 +79,15 @@ export interface GuideExperiments {
 const RED = /\*\*变红：(\d+) 个。?\*\*/;
 const TEST_FILE = "`([\\w./-]+\\.test\\.ts)`";
 
-/** Reads a diff block's lines into edits; a problem for each line that is not part of one. */
-export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; problems: string[] } {
+/**
+ * Reads a diff block's lines into edits; a problem for each line that is not part of one. `unheaded` names the file
+ * of each hunk that opens with no `@@ -a,b +c,d @@` header (git apply refuses those; the guides must not print them).
+ */
+export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; problems: string[]; unheaded: string[] } {
   const edits: { path: string; hunks: { before: string[]; after: string[] }[] }[] = [];
   const problems: string[] = [];
+  const unheaded: string[] = [];
+  let headed = false;
   let current: (typeof edits)[number] | undefined;
   for (let index = 0; index < lines.length; index += 1) {
     const line = lines[index] as string;
@@ -78,16 +96,17 @@ export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; proble
       const to = /^\+\+\+ b\/(\S+)$/.exec(lines[index + 1] ?? "");
       if (to === null || to[1] !== from[1]) {
         problems.push(`"--- a/${from[1]}" is not followed by "+++ b/${from[1]}"`);
-        return { edits, problems };
+        return { edits, problems, unheaded };
       }
       current = { path: from[1] as string, hunks: [{ before: [], after: [] }] };
       edits.push(current);
+      headed = false;
       index += 1;
       continue;
     }
     if (current === undefined) {
       problems.push(`a diff line before any "--- a/<path>": ${JSON.stringify(line)}`);
-      return { edits, problems };
+      return { edits, problems, unheaded };
     }
     // A bare `@@`, or a unified diff's header (`@@ -12,6 +12,9 @@ …`, which git apply takes), starts a hunk; the
     // header's numbers are not needed here, since a hunk is found by its lines.
@@ -95,9 +114,11 @@ export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; proble
       const open = current.hunks.at(-1);
       if (open !== undefined && open.before.length + open.after.length > 0)
         current.hunks.push({ before: [], after: [] });
+      headed = line !== "@@";
       continue;
     }
     const hunk = current.hunks.at(-1) as { before: string[]; after: string[] };
+    if (hunk.before.length + hunk.after.length === 0 && !headed) unheaded.push(current.path);
     const mark = line.slice(0, 1);
     const text = line.slice(1);
     if (mark === "" || mark === " ") {
@@ -107,7 +128,7 @@ export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; proble
     else if (mark === "+") hunk.after.push(text);
     else {
       problems.push(`a diff line that is not context, "-" or "+": ${JSON.stringify(line)}`);
-      return { edits, problems };
+      return { edits, problems, unheaded };
     }
   }
   for (const edit of edits) {
@@ -115,7 +136,7 @@ export function parseDiff(lines: readonly string[]): { edits: FileEdit[]; proble
       problems.push(`a hunk of ${edit.path} has no context or removed line to find its place by`);
     }
   }
-  return { edits, problems };
+  return { edits, problems, unheaded };
 }
 
 /** The claims a measurement's paragraph makes about where its reds are. */
@@ -148,6 +169,7 @@ export function parseClaims(paragraph: string): RedClaims {
 export function guideExperiments(guide: string): GuideExperiments {
   const lines = docLines(guide);
   const measurements: Measurement[] = [];
+  const patches: Patch[] = [];
   const problems: string[] = [];
   let inSection = false;
   let experiment: string | undefined;
@@ -162,11 +184,18 @@ export function guideExperiments(guide: string): GuideExperiments {
       while ((lines[end + 1]?.number ?? 0) === (lines[end] as DocLine).number + 1 && lines[end + 1]?.fence === "diff") {
         end += 1;
       }
-      const parsed = parseDiff(lines.slice(index, end + 1).map((line) => line.text));
+      const block = lines.slice(index, end + 1).map((line) => line.text);
+      const parsed = parseDiff(block);
       const at = `line ${number - 1}`;
       for (const problem of parsed.problems) problems.push(`${at}: ${problem}`);
+      for (const path of new Set(parsed.unheaded)) {
+        problems.push(`${at}: a hunk of ${path} has no "@@ -a,b +c,d @@" header, so git apply cannot take it`);
+      }
       if (experiment === undefined) problems.push(`${at}: a diff block outside any ### experiment`);
-      else edits = [...edits, ...parsed.edits];
+      else {
+        edits = [...edits, ...parsed.edits];
+        patches.push({ experiment, line: number - 1, text: `${block.join("\n")}\n` });
+      }
       index = end;
       continue;
     }
@@ -208,5 +237,5 @@ export function guideExperiments(guide: string): GuideExperiments {
       claims: parseClaims(paragraph.slice(red.index)),
     });
   }
-  return { measurements, problems };
+  return { measurements, patches, problems };
 }

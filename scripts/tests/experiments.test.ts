@@ -203,6 +203,7 @@ const guide = (red: number, second: string): string =>
     `${fence}diff`,
     "--- a/code/chapters/ch09/src/a.ts",
     "+++ b/code/chapters/ch09/src/a.ts",
+    "@@ -1,1 +1,1 @@",
     "-export const answer = 42;",
     "+export const answer = 41;",
     fence,
@@ -212,6 +213,7 @@ const guide = (red: number, second: string): string =>
     `${fence}diff`,
     "--- a/code/chapters/ch09/src/a.ts",
     "+++ b/code/chapters/ch09/src/a.ts",
+    "@@ -1,1 +1,1 @@",
     `-export const answer = 41;`,
     `+export const answer = ${second};`,
     fence,
@@ -228,12 +230,12 @@ const guide = (red: number, second: string): string =>
 describe("guideExperiments", () => {
   it("measures each 变红 of an experiment with every diff above it, and refuses a 变红 with nothing to measure", () => {
     const { measurements, problems } = guideExperiments(guide(1, "42"));
-    expect(problems).toEqual(['line 31: 变红 in "实验二：没有改动" with no diff block above it: nothing to measure']);
+    expect(problems).toEqual(['line 33: 变红 in "实验二：没有改动" with no diff block above it: nothing to measure']);
     expect(
       measurements.map((entry) => [entry.experiment, entry.step, entry.line, entry.red, entry.edits.length]),
     ).toEqual([
-      ["实验一：改一个返回值", 1, 18, 1, 1],
-      ["实验一：改一个返回值", 2, 27, 0, 2],
+      ["实验一：改一个返回值", 1, 19, 1, 1],
+      ["实验一：改一个返回值", 2, 29, 0, 2],
     ]);
     expect(measurements[0]?.claims.onlyIn).toBe("a.test.ts");
     expect(measurements[0]?.edits[0]?.hunks).toEqual([
@@ -249,6 +251,7 @@ describe("guideExperiments", () => {
       `${fence}diff`,
       "--- a/code/chapters/ch09/README.md",
       "+++ b/code/chapters/ch09/README.md",
+      "@@ -1,2 +1,2 @@",
       ` ${fence}ts`,
       "-old",
       "+new",
@@ -333,8 +336,8 @@ describe("chapterExperimentProblems", () => {
       ],
     };
     expect(problems(guide(1, "42"), changed)).toEqual([
-      'chapters/ch09.md:18: "实验一：改一个返回值" (变红 1): says 变红 1, the record has 2',
-      'chapters/ch09.md:27: "实验一：改一个返回值" (变红 2): says a.test.ts 共 2 个, the record has 3',
+      'chapters/ch09.md:19: "实验一：改一个返回值" (变红 1): says 变红 1, the record has 2',
+      'chapters/ch09.md:29: "实验一：改一个返回值" (变红 2): says a.test.ts 共 2 个, the record has 3',
     ]);
     const elsewhere = record();
     const moved = {
@@ -348,7 +351,7 @@ describe("chapterExperimentProblems", () => {
       ],
     };
     expect(problems(guide(1, "42"), moved)).toEqual([
-      'chapters/ch09.md:18: "实验一：改一个返回值" (变红 1): says every red is in a.test.ts, the record has reds in tests/b.test.ts',
+      'chapters/ch09.md:19: "实验一：改一个返回值" (变红 1): says every red is in a.test.ts, the record has reds in tests/b.test.ts',
     ]);
   });
 
@@ -360,24 +363,38 @@ describe("chapterExperimentProblems", () => {
       );
     expect(problems(named("answers 42"), record())).toEqual([]);
     expect(problems(named("answers 43"), record())).toEqual([
-      'chapters/ch09.md:18: "实验一：改一个返回值" (变红 1): names a.test.ts › answers 43 as red, the record\'s failed tests do not include it',
+      'chapters/ch09.md:19: "实验一：改一个返回值" (变红 1): names a.test.ts › answers 43 as red, the record\'s failed tests do not include it',
     ]);
   });
 
   it("refuses an edit that no longer applies, an edit changed since it was measured, and a measurement the record lacks", () => {
     write("code/chapters/ch09/src/a.ts", "export const answer = 43;\n");
-    expect(problems(guide(1, "42"), record())[0]).toBe(
-      'chapters/ch09.md:18: "实验一：改一个返回值" (变红 1): its edit does not apply: hunk 1 of code/chapters/ch09/src/a.ts: the lines starting "export const answer = 42;" are not in the file',
+    expect(problems(guide(1, "42"), record())).toContain(
+      'chapters/ch09.md:19: "实验一：改一个返回值" (变红 1): its edit does not apply: hunk 1 of code/chapters/ch09/src/a.ts: the lines starting "export const answer = 42;" are not in the file',
     );
     write("code/chapters/ch09/src/a.ts", "export const answer = 42;\n");
     expect(problems(guide(1, "40"), record())).toEqual([
-      'chapters/ch09.md:27: "实验一：改一个返回值" (变红 2): its edit changed since it was measured; measure it: npm run verify:experiments -- --write --only ch09',
+      'chapters/ch09.md:29: "实验一：改一个返回值" (变红 2): its edit changed since it was measured; measure it: npm run verify:experiments -- --write --only ch09',
     ]);
     const one = record();
     expect(problems(guide(1, "42"), { ...one, measurements: one.measurements.slice(0, 1) })).toEqual([
-      'chapters/ch09.md:27: "实验一：改一个返回值" (变红 2) is not in docs/experiments.json; measure it: npm run verify:experiments -- --write --only ch09',
+      'chapters/ch09.md:29: "实验一：改一个返回值" (变红 2) is not in docs/experiments.json; measure it: npm run verify:experiments -- --write --only ch09',
     ]);
     expect(problems(guide(1, "42"), undefined)).toHaveLength(2);
+  });
+
+  it("refuses a hunk without a @@ header, and a block git apply refuses, as a reader's git apply would", () => {
+    const bare = guide(1, "42").replace("@@ -1,1 +1,1 @@\n-export const answer = 42;", "-export const answer = 42;");
+    expect(problems(bare, record())).toEqual([
+      'chapters/ch09.md: line 11: a hunk of code/chapters/ch09/src/a.ts has no "@@ -a,b +c,d @@" header, so git apply cannot take it',
+    ]);
+    const miscounted = guide(1, "42").replace(
+      "@@ -1,1 +1,1 @@\n-export const answer = 42;",
+      "@@ -1,2 +1,1 @@\n-export const answer = 42;",
+    );
+    expect(problems(miscounted, record())).toEqual([
+      'chapters/ch09.md:11: "实验一：改一个返回值": git apply refuses diff block 1: error: corrupt patch at line 6',
+    ]);
   });
 
   it("refuses a record entry the guide no longer shows, and a provenance sentence that names another commit, date or size", () => {
