@@ -12,7 +12,7 @@ import type { ArtifactNotice } from "../src/features/compaction.js";
 import { FakeCommandRunner } from "./support/fakes.js";
 import { call, textTurn, toolTurn } from "./support/scripted-model.js";
 
-// Issue 34 E1: chapter 8 saves results to .agent_tutorial/artifacts/ without asking anyone, so no result the model
+// Chapter 8 saves results to .agent_tutorial/artifacts/ without asking anyone, so no result the model
 // can fill with bytes of its choosing may ever reach that folder. A P08 agent (buildAgent, the real loop, tools,
 // policy and compaction processors, a temporary workspace on disk) is driven by a model that answers with hostile
 // text; the files on disk and the exact tool messages are checked. docs/security.md says what an artifact may hold.
@@ -102,7 +102,7 @@ const artifactFolder = (): string => join(workspace, ".agent_tutorial", "artifac
 const artifactFiles = (prefix: string): string[] =>
   existsSync(artifactFolder()) ? readdirSync(artifactFolder()).filter((name) => name.startsWith(prefix)) : [];
 
-describe("no result the model writes reaches an artifact (issue 34 E1)", () => {
+describe("no result the model fills with bytes of its choosing is saved as an artifact", () => {
   it.each<[string, ToolCall, string]>([
     [
       "a 32,400-character tool name gets a 193-byte unknown_tool error",

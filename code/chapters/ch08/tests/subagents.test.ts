@@ -1438,7 +1438,7 @@ describe("rule 22: at most 20 subagents per session", () => {
   });
 });
 
-describe("issue 34 E1: the parent reads at most 4,096 bytes of a child's conclusion", () => {
+describe("the parent reads at most 4,096 bytes of a child's conclusion", () => {
   test("a 36,000-byte conclusion arrives as its first 4,028 bytes and a line saying 31,972 were cut: 4,096 in all", async () => {
     const hooks = new HookRegistry();
     const results = taskResults(hooks);
