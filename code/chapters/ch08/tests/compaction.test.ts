@@ -210,7 +210,8 @@ function summaryText(transcript: string, summary: CompactionSummary = SUMMARY): 
     transcript_path: transcript,
     user_constraints: summary.userConstraints,
   };
-  return JSON.stringify(fields, null, 2);
+  const lines = Object.entries(fields).map(([key, value]) => `  ${JSON.stringify(key)}: ${JSON.stringify(value)}`);
+  return `{\n${lines.join(",\n")}\n}`;
 }
 
 /** The block a saved result becomes: the book's lines, exactly. */
@@ -510,6 +511,19 @@ describe("final history compaction", () => {
     expect(onDisk).toEqual(["transcript-probe-1.jsonl"]);
     expect(readFileSync(outcome.transcript.path, "utf8")).toBe(serializeTranscript(history));
     expect(outcome.history).toEqual([systemMessage(summaryText(`${ARTIFACTS}/transcript-probe-1.jsonl`))]);
+    expect(outcome.history[0]?.content).toBe(
+      [
+        "{",
+        '  "current_goal": "Summarize the Markdown files",',
+        '  "files_read_or_changed": ["README.md"],',
+        '  "key_findings": ["README.md explains the demo","日志很长"],',
+        '  "kind": "compacted_history",',
+        '  "remaining_work": [],',
+        '  "transcript_path": ".agent_tutorial/artifacts/transcript-probe-1.jsonl",',
+        '  "user_constraints": ["Answer in Chinese"]',
+        "}",
+      ].join("\n"),
+    );
     expect(JSON.parse(outcome.history[0]?.content ?? "")).toEqual({
       ...WIRE,
       kind: "compacted_history",

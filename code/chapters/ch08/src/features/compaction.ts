@@ -379,7 +379,10 @@ export function parseCompactionSummary(text: string): CompactionSummary {
 const sameKeys = (keys: readonly string[], expected: readonly string[]): boolean =>
   keys.length === expected.length && keys.every((key, index) => key === expected[index]);
 
-/** The one system message a summary becomes: its JSON, keys sorted, with its kind and where the transcript is. */
+/**
+ * The one system message a summary becomes: its JSON, keys sorted, with its kind and where the transcript is; one
+ * key to a line, each value on its key's line, as the book prints it.
+ */
 function summaryContent(summary: CompactionSummary, transcriptPath: string): string {
   const fields = {
     current_goal: summary.currentGoal,
@@ -390,7 +393,8 @@ function summaryContent(summary: CompactionSummary, transcriptPath: string): str
     transcript_path: transcriptPath,
     user_constraints: summary.userConstraints,
   };
-  return JSON.stringify(fields, null, 2);
+  const lines = Object.entries(fields).map(([key, value]) => `  ${JSON.stringify(key)}: ${JSON.stringify(value)}`);
+  return `{\n${lines.join(",\n")}\n}`;
 }
 
 /**
