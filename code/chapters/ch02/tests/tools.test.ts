@@ -277,6 +277,15 @@ describe("what an error repeats of the model's own text is bounded", () => {
     );
   });
 
+  it("a problem text of exactly 1,000 characters is kept whole, and a cut never splits a surrogate pair", () => {
+    const registry = registryWith(echoTool());
+    const problem = (key: string) =>
+      registry.prepare(toolCall("c1", "echo", JSON.stringify({ text: "hi", [key]: 1 }))).error?.content;
+    const prefix = 'Error [invalid_arguments]: Invalid arguments for echo: (arguments): Unrecognized key: "';
+    expect(problem("k".repeat(967))).toBe(`${prefix}${"k".repeat(967)}"`);
+    expect(problem(`${"k".repeat(967)}😀`)).toBe(`${prefix}${"k".repeat(967)}…`);
+  });
+
   it("invalid_arguments lists the first 10 problems and says how many more there are", () => {
     const fields = Object.fromEntries(Array.from({ length: 25 }, (_, n) => [`f${n}`, z.string()]));
     const registry = new ToolRegistry();
