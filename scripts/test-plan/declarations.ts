@@ -40,6 +40,7 @@ export const DECLARATIONS: Readonly<Record<string, TestDeclaration>> = {
   "tests/layering.test.ts": { reads: ["src/**"] },
   "tests/process-lifetime.test.ts": { spawns: ["tests/support/cli-child.ts"] },
   "tests/shell-flood.test.ts": { spawns: ["tests/support/shell-flood-probe.ts"] },
+  "tests/todos.test.ts": { spawns: ["tests/support/todo-probe.ts"] },
 };
 
 export function declarationFor(testFile: string): TestDeclaration {

@@ -336,8 +336,8 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       '→ todo_write {"todos":[{"content":"  读取 README.md  ","status":"in_progress"}',
       '    | ,{"content":"写下运行步骤","status":"pending"},{"content":"总结验证步骤",',
       '    | "status":"pending"}]}',
-      // todo_write answers with the snapshot as JSON, non-ASCII escaped: its preview shows the escapes.
-      ...allowed("todo_write", '{"todos":[{"content":"\\u8bfb\\u[省略 172 个字符]nding"}]}'),
+      // todo_write answers the model with the snapshot as JSON, non-ASCII escaped; its preview shows the text.
+      ...allowed("todo_write", '{"todos":[{"content":"读取 REA[省略 104 个字符]nding"}]}'),
       narration[1],
       calls[1],
       "  ✗ invalid_arguments",
@@ -358,7 +358,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       '→ todo_write {"todos":[{"content":"读取 README.md","status":"completed"},{"con',
       '    | tent":"写下运行步骤","status":"completed"},{"content":"总结验证步骤","sta',
       '    | tus":"completed"}]}',
-      ...allowed("todo_write", '{"todos":[{"content":"\\u8bfb\\u[省略 174 个字符]leted"}]}'),
+      ...allowed("todo_write", '{"todos":[{"content":"读取 REA[省略 106 个字符]leted"}]}'),
       "[Hook] Stop",
       ROOT_LINE,
       "",

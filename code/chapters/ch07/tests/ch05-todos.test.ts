@@ -8,6 +8,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, test, vi, type MockInstance } from "vitest";
 import { buildAgent, SYSTEM_PROMPT } from "../src/bootstrap.js";
 import { type CliIO } from "../src/cli.js";
+import { progressListener, todoSnapshotText } from "../src/cli/progress.js";
+import { Terminal } from "../src/cli/terminal.js";
 import { HookRegistry, HookResult, type HookCallback, type HookEvent } from "../src/core/hooks.js";
 import { AgentRunError, AgentRunner, type RunResult, type ToolRoundObserver } from "../src/core/loop.js";
 import {
@@ -32,6 +34,7 @@ import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { completion, type LoopbackOpenAI } from "./support/loopback-openai.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 import { runCliWithoutTerminal, type CliRun } from "./support/cli-run.js";
+import { Sink } from "./support/sink.js";
 import {
   announcedWorkspace,
   keylessEnv,
@@ -885,6 +888,68 @@ const BOOK_STEP_2 = [
   "[Hook] Stop",
 ];
 
+describe("the progress row shows a snapshot's text; the model reads the book's ASCII", () => {
+  /** What one run that writes `items` prints on stderr without a terminal, and the tool message the model reads. */
+  async function progressOf(items: readonly unknown[]): Promise<{ rows: string; result: string | undefined }> {
+    const tracker = new TodoTracker();
+    const tools = new ToolRegistry();
+    tools.register(tracker.toolDefinition);
+    const sink = new Sink();
+    const runner = new AgentRunner({
+      model: new ScriptedModel([toolTurn(call("todo-1", "todo_write", { todos: items })), textTurn("done")]),
+      tools,
+      systemPrompt: "test",
+      workspace,
+      toolRoundObserver: tracker,
+      onEvent: progressListener(new Terminal(sink, { interactive: false, color: false })),
+    });
+    const { history } = await runner.run("plan");
+    const rows = sink.text
+      .split("\n")
+      .filter((row) => row.startsWith("  ✓ ok"))
+      .join("\n");
+    return { rows, result: toolMessages(history)[0]?.[1] };
+  }
+
+  it("CJK and an emoji are shown as themselves beside ✓ ok, while the tool message keeps their \\u escapes", async () => {
+    const run = await progressOf([{ content: "  编写测试😀  ", status: "pending" }]);
+    expect(run.result).toBe('{"todos":[{"content":"\\u7f16\\u5199\\u6d4b\\u8bd5\\ud83d\\ude00","status":"pending"}]}');
+    expect(run.rows).toBe('  ✓ ok  {"todos":[{"content":"编写测试😀","status":"pending"}]}');
+  });
+
+  it.each<[string, string, string]>([
+    // The JSON's own escape of a control stays an escape: nothing the terminal obeys is printed.
+    ["ESC, escaped by JSON", "\u001b[2Jx", '{"todos":[{"content":"\\u001b[2Jx","status":"pending"}]}'],
+    // Read back from the model's escape, then escaped again for the terminal: a bidi control never reorders the row.
+    ["a right-to-left override", "\u202eevil", '{"todos":[{"content":"\\u202eevil","status":"pending"}]}'],
+    ["a zero-width space", "a\u200bb", '{"todos":[{"content":"a\\u200bb","status":"pending"}]}'],
+    ["a line separator", "a\u2028b", '{"todos":[{"content":"a\\u2028b","status":"pending"}]}'],
+    // The model's own text `\u7f16` is JSON's `\\u7f16`: it is not read as 编.
+    ["the text \\u7f16 the model typed", "\\u7f16", '{"todos":[{"content":"\\\\u7f16","status":"pending"}]}'],
+    // A lone surrogate cannot be drawn; JSON wrote it as an escape, and so it stays.
+    ["a lone surrogate", "\ud800x", '{"todos":[{"content":"\\ud800x","status":"pending"}]}'],
+  ])("%s is shown escaped for the terminal", async (_name, content, shown) => {
+    const run = await progressOf([{ content, status: "pending" }]);
+    expect(run.rows).toBe(`  ✓ ok  ${shown}`);
+  });
+
+  it("only the snapshot's escapes of characters above U+007F are read back, a pair as one character", () => {
+    expect(
+      todoSnapshotText(
+        '{"a":"\\u8bfb\\u53d6 \\ud83d\\ude00 \\u00e9 \\u0041 \\u001b \\\\u8bfb \\"x\\" \\udc00\\ud800"}',
+      ),
+    ).toBe('{"a":"读取 😀 é \\u0041 \\u001b \\\\u8bfb \\"x\\" \\udc00\\ud800"}');
+  });
+
+  it("another tool's result is not read back: a read_file of the text \\u7f16 shows \\u7f16", () => {
+    const sink = new Sink();
+    const listen = progressListener(new Terminal(sink, { interactive: false, color: false }));
+    const read = call("read-1", "read_file", { path: "a.txt" });
+    listen({ type: "tool_result", call: read, result: { content: "\\u7f16", isError: false } });
+    expect(sink.text).toBe("  ✓ ok  \\u7f16\n");
+  });
+});
+
 describe("rule 19: the book's step 2 on stderr", () => {
   it("todo_write, read_file, an answer: the book's eight lines in order and no question; with --quiet they are all of stderr", async () => {
     const script = [wireTodo("todo-1"), wireRead("read-1"), completion({ content: "运行 npm run ch05。" })];
@@ -896,7 +961,7 @@ describe("rule 19: the book's step 2 on stderr", () => {
     expect(full.stderr).not.toContain("允许本次调用");
     // Our progress rows sit between the book's lines.
     expect(full.stderr).toContain(
-      `${BOOK_STEP_2[3] ?? ""}\n  ✓ ok  {"todos":[{"content":"\\u8bfb\\u[省略 31 个字符]ogress"}]}\n`,
+      `${BOOK_STEP_2[3] ?? ""}\n  ✓ ok  {"todos":[{"content":"读取 REA[省略 23 个字符]ogress"}]}\n`,
     );
     const quiet = await ch05(["--prompt", prompt, "--quiet"], envFor(await provider(script)));
     expect(quiet).toEqual({ code: 0, stdout: "运行 npm run ch05。\n", stderr: `${BOOK_STEP_2.join("\n")}\n` });

@@ -1,9 +1,11 @@
+import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
 import * as bootstrap from "../src/bootstrap.js";
 import { toolCall } from "../src/core/messages.js";
 import { ToolRegistry, type ToolResult } from "../src/core/tools.js";
 import * as todos from "../src/features/todos.js";
 import {
+  MAX_TODO_SNAPSHOT_BYTES,
   MAX_TODOS,
   STALE_TOOL_ROUNDS,
   TODO_STALE_REMINDER,
@@ -11,6 +13,7 @@ import {
   TodoTracker,
   type TodoItem,
 } from "../src/features/todos.js";
+import { runProbe } from "./support/probe.js";
 
 // The TODO domain on its own: the Zod contract, the whole-snapshot write, the ASCII result, the failure
 // boundaries and the stale-round count. Every write goes through the registry's real prepare → invoke path.
@@ -247,6 +250,73 @@ describe("the whole snapshot, as stable ASCII JSON", () => {
     expect(b.content).toBe(a.content);
     expect(c.content).toBe(a.content);
   });
+});
+
+describe("the result is bounded before it is built", () => {
+  const TOO_LARGE = {
+    content:
+      "Error [todo_snapshot_limit]: The TODO list would make a result over 4096 bytes (its JSON in ASCII: a " +
+      "character above U+007F takes 6 bytes, or 12), so it was not changed. Shorten the items and call todo_write " +
+      "again with the whole list.",
+    isError: true,
+    errorCode: "todo_snapshot_limit",
+  };
+  /** Characters of framing one pending item's result adds to its content: `{"todos":[{"content":"` and the rest. */
+  const FRAME = '{"todos":[{"content":"","status":"pending"}]}'.length;
+
+  test("a result of exactly 4,096 bytes is returned; one byte more is refused with todo_snapshot_limit and the old list stays", async () => {
+    expect(MAX_TODO_SNAPSHOT_BYTES).toBe(4_096);
+    const tracker = new TodoTracker();
+    const fits = await invokeTodo(tracker, write(item("a".repeat(4_096 - FRAME))));
+    expect(fits.isError).toBe(false);
+    expect(fits.content).toHaveLength(4_096);
+    const before = tracker.todos;
+    expect(await invokeTodo(tracker, write(item("a".repeat(4_097 - FRAME))))).toEqual(TOO_LARGE);
+    expect(tracker.todos).toBe(before);
+  });
+
+  test("the bound counts the escaped result: 675 CJK characters fit and 676 do not, and so for emoji at 12 bytes", async () => {
+    // 6 bytes each as \uXXXX: 45 + 6 × 675 = 4,095; 45 + 6 × 676 = 4,101.
+    const tracker = new TodoTracker();
+    const fits = await invokeTodo(tracker, write(item("编".repeat(675))));
+    expect(fits.content).toHaveLength(4_095);
+    expect(await invokeTodo(tracker, write(item("编".repeat(676))))).toEqual(TOO_LARGE);
+    // An emoji is a surrogate pair, 12 bytes: 45 + 12 × 337 = 4,089 fits, one more is 4,101.
+    expect((await invokeTodo(tracker, write(item("😀".repeat(337))))).content).toHaveLength(4_089);
+    expect(await invokeTodo(tracker, write(item("😀".repeat(338))))).toEqual(TOO_LARGE);
+    expect(tracker.todos[0]?.content).toBe("😀".repeat(337));
+  });
+
+  test("the whole list counts: 50 items of 60 ASCII characters are refused though each is small", async () => {
+    const tracker = new TodoTracker();
+    const result = await invokeTodo(tracker, write(...Array.from({ length: 50 }, () => item("x".repeat(60)))));
+    expect(result).toEqual(TOO_LARGE);
+    expect(tracker.todos).toEqual([]);
+  });
+
+  test("a refused list does not count as an update: the stale count goes on", async () => {
+    const tracker = new TodoTracker();
+    tracker.recordToolRound(["read_file"]);
+    tracker.recordToolRound(["read_file"]);
+    tracker.recordToolRound(["read_file"]);
+    expect(await invokeTodo(tracker, write(item("a".repeat(30_000))))).toEqual(TOO_LARGE);
+    expect(tracker.beforeModel()).toEqual([{ role: "system", content: TODO_STALE_REMINDER }]);
+  });
+
+  const probe = fileURLToPath(new URL("./support/todo-probe.ts", import.meta.url));
+  const MiB = 1024 * 1024;
+  test.each([
+    ["CJK (3 bytes each, 6 as an escape)", "编"],
+    ["ASCII", "a"],
+  ])(
+    "one 30 MB todo_write of %s through the loop peaks below 650 MiB in its own process, and is refused",
+    (_name, character) => {
+      const run = runProbe(probe, "write", "30", character);
+      expect(run.maxRssBytes).toBeLessThan(650 * MiB);
+      expect(run.summary).toEqual({ result: TOO_LARGE.content, resultLength: TOO_LARGE.content.length, todos: 0 });
+    },
+    120_000,
+  );
 });
 
 describe("the snapshot belongs to its tracker and is frozen", () => {

@@ -1,12 +1,19 @@
 import { z } from "zod";
 import type { ToolRoundObserver } from "../core/loop.js";
 import { systemMessage, type ChatMessage } from "../core/messages.js";
-import { toolSuccess, type ToolDefinition, type ToolResult } from "../core/tools.js";
+import { toolError, toolSuccess, type ToolDefinition, type ToolResult } from "../core/tools.js";
 
 /** Items one `todo_write` may hold: the array bound is in the schema, so the model sees it too. */
 export const MAX_TODOS = 50;
 /** Tool rounds without `todo_write` after which the next request carries the reminder. */
 export const STALE_TOOL_ROUNDS = 3;
+/**
+ * Bytes a `todo_write` result may take (ours; the book's schema has no bound on `content`, and the model sees that
+ * schema verbatim). The result is the model's own text, so chapter 8 must never save it to a file unasked: 4,096 is
+ * under its 30,000-byte threshold, and 32 such results with the refused calls of a 256-call reply stay under its
+ * 200,000-byte budget for one reply. A 30 MB `content` is refused before any of its snapshot is built.
+ */
+export const MAX_TODO_SNAPSHOT_BYTES = 4_096;
 export const TODO_STATUSES = Object.freeze(["pending", "in_progress", "completed"] as const);
 
 export type TodoStatus = (typeof TODO_STATUSES)[number];
@@ -33,26 +40,31 @@ export const TODO_STALE_REMINDER =
 
 /**
  * The whole list as JSON in a fixed field order, with every code point above 0x7f written as a `\uXXXX`
- * escape (a surrogate pair above the BMP): one logical snapshot always gives the same ASCII text.
+ * escape (a surrogate pair above the BMP): one logical snapshot always gives the same ASCII text. One pass over
+ * the UTF-16 units: a character above the BMP is two of them, so it becomes its pair.
  */
 function serializeSnapshot(todos: readonly TodoItem[]): string {
   const json = JSON.stringify({ todos: todos.map(({ content, status }) => ({ content, status })) });
-  const escape = (unit: number): string => `\\u${unit.toString(16).padStart(4, "0")}`;
-  let ascii = "";
-  for (const character of json) {
-    const codePoint = character.codePointAt(0);
-    if (codePoint === undefined) throw new Error("todo snapshot contained an invalid Unicode value");
-    if (codePoint <= 0x7f) {
-      ascii += character;
-    } else if (codePoint <= 0xffff) {
-      ascii += escape(codePoint);
-    } else {
-      const above = codePoint - 0x10000;
-      ascii += escape(0xd800 + (above >> 10)) + escape(0xdc00 + (above & 0x3ff));
-    }
-  }
-  return ascii;
+  return json.replace(/[\u0080-\uffff]/g, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
+
+/**
+ * The snapshot's result, or `undefined` when it would be over `MAX_TODO_SNAPSHOT_BYTES`. Every UTF-16 unit of a
+ * content is at least one byte of the result, so contents longer than the bound together are refused unbuilt.
+ */
+function boundedSnapshot(todos: readonly TodoItem[]): string | undefined {
+  let units = 0;
+  for (const { content } of todos) units += content.length;
+  if (units > MAX_TODO_SNAPSHOT_BYTES) return undefined;
+  const text = serializeSnapshot(todos);
+  return text.length > MAX_TODO_SNAPSHOT_BYTES ? undefined : text;
+}
+
+const SNAPSHOT_TOO_LARGE = toolError(
+  "todo_snapshot_limit",
+  `The TODO list would make a result over ${MAX_TODO_SNAPSHOT_BYTES} bytes (its JSON in ASCII: a character above ` +
+    "U+007F takes 6 bytes, or 12), so it was not changed. Shorten the items and call todo_write again with the whole list.",
+);
 
 /**
  * One session's TODO list and how many tool rounds have passed without an update. The same object is the
@@ -80,11 +92,17 @@ export class TodoTracker implements ToolRoundObserver {
     return this.#todos;
   }
 
-  /** Only validated input gets here, and it replaces the list in one assignment: no merge, no half update. */
+  /**
+   * Only validated input gets here, and it replaces the list in one assignment: no merge, no half update. A list
+   * whose result would be too large changes nothing.
+   */
   #writeTodos(input: TodoWriteInput): ToolResult {
-    this.#todos = Object.freeze(input.todos.map(({ content, status }) => Object.freeze({ content, status })));
+    const todos = Object.freeze(input.todos.map(({ content, status }) => Object.freeze({ content, status })));
+    const snapshot = boundedSnapshot(todos);
+    if (snapshot === undefined) return SNAPSHOT_TOO_LARGE;
+    this.#todos = todos;
     this.#nonTodoToolRounds = 0;
-    return toolSuccess(serializeSnapshot(this.#todos));
+    return toolSuccess(snapshot);
   }
 
   /** One assistant message's calls count once, whatever their number; any `todo_write` among them resets. */

@@ -15,15 +15,33 @@ const PREVIEW_SCAN = 4096;
 /**
  * What a tool returned, at a glance: its first line that is not blank, escaped and cut to `PREVIEW_COLUMNS`, and
  * ` …` when more follows. The model reads the whole result; this only tells the person it was the expected one.
+ * `readable` turns the start of the result into what a person reads before it is escaped for the terminal.
  */
-export function resultPreview(content: string): string {
-  const head = content.slice(0, PREVIEW_SCAN);
+export function resultPreview(content: string, readable: (head: string) => string = (head) => head): string {
+  const head = readable(content.slice(0, PREVIEW_SCAN));
   const lines = head.split("\n");
   const index = lines.findIndex((line) => line.trim() !== "");
   if (index === -1) return "";
   const first = (lines[index] as string).trim();
   const rest = lines.slice(index + 1).some((line) => line.trim() !== "") || content.length > PREVIEW_SCAN;
   return `${shownText(first, PREVIEW_COLUMNS)}${rest ? " …" : ""}`;
+}
+
+// An escaped backslash (so the `u` after it is text), a surrogate pair, or one UTF-16 unit, as JSON escapes them.
+const JSON_UNIT_ESCAPE = /\\\\|\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})|\\u([0-9a-f]{4})/g;
+
+/**
+ * A `todo_write` result as a person reads it (chapter 5): the model gets the snapshot in ASCII, every character
+ * above U+007F as a `\uXXXX` escape, and the person gets those characters back. Every other escape stays as it is
+ * (`\"`, `\\`, a control's `\u001b`, a lone surrogate's `\ud800`), and what a terminal would obey or draw as
+ * nothing is escaped again by `resultPreview`.
+ */
+export function todoSnapshotText(json: string): string {
+  return json.replace(JSON_UNIT_ESCAPE, (escape, high?: string, low?: string, unit?: string) => {
+    if (high !== undefined && low !== undefined) return String.fromCharCode(parseInt(high, 16), parseInt(low, 16));
+    const code = unit === undefined ? 0 : parseInt(unit, 16);
+    return code > 0x7f && (code < 0xd800 || code > 0xdfff) ? String.fromCharCode(code) : escape;
+  });
 }
 
 /** `model`, passing what it says beside its tool calls to `say` as the reply arrives, before the calls run. */
@@ -80,7 +98,8 @@ export function progressListener(terminal: Terminal, lead = ""): (event: AgentEv
         const { result } = event;
         terminal.idle();
         if (!result.isError) {
-          const preview = resultPreview(result.content);
+          const readable = event.call.name === "todo_write" ? todoSnapshotText : undefined;
+          const preview = resultPreview(result.content, readable);
           terminal.line(`${lead}  ${terminal.green("✓ ok")}${preview === "" ? "" : `  ${preview}`}`);
         } else if (result.errorCode === "permission_denied") terminal.line(`${lead}  ${terminal.yellow("✗ denied")}`);
         else terminal.line(`${lead}  ${terminal.red(`✗ ${oneLine(result.errorCode ?? "error")}`)}`);
