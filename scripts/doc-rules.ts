@@ -7,6 +7,8 @@
 //     URL and an `owner/repo#123` reference (npm/cli#4903) may stand, they point at someone else's tracker;
 //   - a command that pipes or redirects the output of `npm run` (`|`, `>`, `2>`, `Out-File`, `Tee-Object`) runs
 //     it as `npm run -s`, or npm's `> agent-tutorial@… script` banner ends up in the output.
+//   - a chapter guide (chapters/chNN.md) other than the newest chapter's never names a bare `npm run demo`: that
+//     plays the newest chapter (the root package.json's `demo` script says which); the guide names `npm run demo:chNN`.
 //   - Chinese prose takes full-width punctuation: no `,` `;` `:` `?` `!` right after a Chinese character, and no
 //     half-width brackets or "…" around Chinese words. Code and program output stay as they are: inline code and
 //     code blocks are not checked.
@@ -109,6 +111,26 @@ function scriptProblems(name: string, lines: readonly DocLine[], scripts: Readon
     }
   }
   return problems;
+}
+
+// --- npm run demo is the newest chapter's --------------------------------------------------------------------
+
+// `npm run demo`, `npm run -s demo`, but not `npm run demo:ch05`.
+const BARE_DEMO = /\bnpm(?:\s+-[\w-]+)*\s+run(?:\s+-[\w-]+)*\s+demo(?![\w:-])/g;
+
+/** The chapter (`ch08`) whose demo `npm run demo` plays, read from the root package.json's `demo` script. */
+export function newestDemoChapter(scripts: Readonly<Record<string, string>>): string | undefined {
+  return /code\/chapters\/(ch\d\d)\//.exec(scripts.demo ?? "")?.[1];
+}
+
+function demoProblems(name: string, lines: readonly DocLine[], newest: string | undefined): string[] {
+  const chapter = /(?:^|\/)(ch\d\d)\.md$/.exec(name)?.[1];
+  if (newest === undefined || chapter === undefined || chapter === newest) return [];
+  return lines.flatMap((line) =>
+    [...line.text.matchAll(BARE_DEMO)].map(
+      () => `${name}:${line.number}: names npm run demo, which plays ${newest}'s demo; write npm run demo:${chapter}`,
+    ),
+  );
 }
 
 // --- SPEC and issues --------------------------------------------------------------------------------------
@@ -224,12 +246,16 @@ function punctuationProblems(name: string, lines: readonly DocLine[]): string[] 
   });
 }
 
-/** Every way `doc` (named `name` in the messages) breaks the writing rules; empty when it keeps them all. */
-export function docProblems(name: string, doc: string, scripts: ReadonlySet<string>): string[] {
+/**
+ * Every way `doc` (named `name` in the messages) breaks the writing rules; empty when it keeps them all. `newestDemo`
+ * is the chapter `npm run demo` plays (newestDemoChapter).
+ */
+export function docProblems(name: string, doc: string, scripts: ReadonlySet<string>, newestDemo?: string): string[] {
   const lines = docLines(doc);
   return [
     ...lineNumberProblems(name, lines),
     ...scriptProblems(name, lines, scripts),
+    ...demoProblems(name, lines, newestDemo),
     ...trackerProblems(name, lines),
     ...pipeProblems(name, lines),
     ...punctuationProblems(name, lines),

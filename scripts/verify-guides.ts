@@ -4,7 +4,8 @@
 //   - the sentence "书中 X 个测试，本仓库 N 个": N must be the chapter's whole gate;
 //   - in a table whose second column is headed 个数, a row whose first cell names test files (`a.test.ts`,
 //     `b.test.ts`): its number must be those files' tests added up. Other tables (say, how many tests an
-//     experiment turns red) are not counts of the gate and are left alone.
+//     experiment turns red) are not counts of the gate and are left alone;
+//   - such a table's rows add up to the guide's 本仓库 N: every file of the gate is in it, once.
 // It also holds chapters/*.md, README.md and docs/*.md to the writing rules of doc-rules.ts: no line numbers,
 // no `npm run` of a script the root package.json lacks, no pointers to SPEC or issues, and `npm run -s`
 // wherever a command pipes or redirects npm's output. And it holds each guide's hands-on experiments to the record
@@ -13,7 +14,7 @@ import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { docProblems } from "./doc-rules.js";
+import { docProblems, newestDemoChapter } from "./doc-rules.js";
 import { chapterExperimentProblems } from "./experiments/claims.js";
 import { readRecord } from "./experiments/record.js";
 import { timingProblems } from "./gate-timing.js";
@@ -35,18 +36,42 @@ export function guideProblems(guideName: string, guide: string, counts: TestCoun
   for (const match of guide.matchAll(TOTAL)) {
     if (Number(match[1]) !== total) problems.push(`${guideName}: says 本仓库 ${match[1]} 个, the gate has ${total}`);
   }
+  const stated = [...guide.matchAll(TOTAL)].map((match) => Number(match[1]))[0];
   let header: string | undefined;
+  let headerLine = 0;
+  let table: { line: number; sum: number; files: string[] } | undefined;
+  const closeTable = (): void => {
+    if (table === undefined || stated === undefined) return;
+    const named = new Set(table.files);
+    const twice = table.files.filter((file, at) => table?.files.indexOf(file) !== at);
+    const unnamed = [...counts.keys()].map((file) => file.replace(/^tests\//, "")).filter((file) => !named.has(file));
+    if (table.sum !== stated || twice.length > 0) {
+      const why = [
+        unnamed.length > 0 ? `the gate's files it does not name: ${unnamed.join(", ")}` : "",
+        twice.length > 0 ? `named twice: ${[...new Set(twice)].join(", ")}` : "",
+      ].filter(Boolean);
+      problems.push(
+        `${guideName}:${table.line}: the 个数 table's rows add up to ${table.sum}, the guide says 本仓库 ${stated} 个${why.length > 0 ? ` (${why.join("; ")})` : ""}`,
+      );
+    }
+    table = undefined;
+  };
   guide.split("\n").forEach((line, index) => {
     if (!line.startsWith("|")) {
       header = undefined;
+      closeTable();
       return;
     }
+    if (header === undefined) headerLine = index + 1;
     header ??= line;
     const row = ROW.exec(line);
     // A gate table has 个数 in its second column; an experiment's table of tests turned red (变红) is no count of the gate.
     if (row === null || !(header.split("|")[2] ?? "").includes("个数") || header.includes("变红")) return;
     const files = [...(row[1] as string).matchAll(TEST_FILE)].map((file) => file[1] as string);
     if (files.length === 0) return;
+    table ??= { line: headerLine, sum: 0, files: [] };
+    table.sum += Number(row[2]);
+    table.files.push(...files);
     const missing = files.filter((file) => !counts.has(`tests/${file}`));
     if (missing.length > 0) {
       problems.push(`${guideName}:${index + 1}: names ${missing.join(", ")}, which the gate does not have`);
@@ -57,6 +82,7 @@ export function guideProblems(guideName: string, guide: string, counts: TestCoun
       problems.push(`${guideName}:${index + 1}: says ${row[2]} for ${files.join(", ")}, the gate has ${sum}`);
     }
   });
+  closeTable();
   return problems;
 }
 
@@ -157,10 +183,15 @@ export function verifyGuides(
       counts.get(name.slice(0, 4)) ?? new Map(),
     ),
   );
-  const rootPackage = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as { scripts: object };
+  const rootPackage = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as {
+    scripts: Record<string, string>;
+  };
   const scripts = new Set(Object.keys(rootPackage.scripts));
+  const newestDemo = newestDemoChapter(rootPackage.scripts);
   const docs = docFiles(repo);
-  const ruleProblems = docs.flatMap((file) => docProblems(file, readFileSync(join(repo, file), "utf8"), scripts));
+  const ruleProblems = docs.flatMap((file) =>
+    docProblems(file, readFileSync(join(repo, file), "utf8"), scripts, newestDemo),
+  );
   if (problems.length > 0) problems.unshift("Guides state counts the tests do not have:");
   if (ruleProblems.length > 0) problems.push("Guides and docs break the writing rules:", ...ruleProblems);
   const cost = costProblems(repo, plan);

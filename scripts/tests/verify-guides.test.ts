@@ -1,11 +1,12 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { docProblems } from "../doc-rules.js";
+import { docProblems, newestDemoChapter } from "../doc-rules.js";
 import { docFiles, guideProblems } from "../verify-guides.js";
 
 const counts = new Map([
   ["tests/a.test.ts", 3],
   ["tests/b.test.ts", 4],
+  ["tests/c.test.ts", 2],
 ]);
 
 const guide = (total: number, a: number, pair: number): string =>
@@ -15,7 +16,7 @@ const guide = (total: number, a: number, pair: number): string =>
     "| 文件 | 个数 | 证明什么 |",
     "| --- | --- | --- |",
     `| \`a.test.ts\` (书) | ${a} | … |`,
-    `| \`a.test.ts\`、\`b.test.ts\` | ${pair} | … |`,
+    `| \`b.test.ts\`、\`c.test.ts\` | ${pair} | … |`,
     "| 其余 | 99 | no file named, not checked |",
     "",
     "| 文件 | 个数 | 变红的测试 |",
@@ -25,14 +26,26 @@ const guide = (total: number, a: number, pair: number): string =>
 
 describe("verify:guides", () => {
   it("accepts a guide whose total and per-file counts equal the gate's", () => {
-    expect(guideProblems("ch.md", guide(7, 3, 7), counts)).toEqual([]);
+    expect(guideProblems("ch.md", guide(9, 3, 6), counts)).toEqual([]);
   });
 
-  it("names every stated count that differs: the total, one file, a sum of files", () => {
-    expect(guideProblems("ch.md", guide(8, 2, 6), counts)).toEqual([
-      "ch.md: says 本仓库 8 个, the gate has 7",
+  it("names every stated count that differs: the total, one file, a sum of files, and the table's sum", () => {
+    expect(guideProblems("ch.md", guide(10, 2, 5), counts)).toEqual([
+      "ch.md: says 本仓库 10 个, the gate has 9",
       "ch.md:5: says 2 for a.test.ts, the gate has 3",
-      "ch.md:6: says 6 for a.test.ts, b.test.ts, the gate has 7",
+      "ch.md:6: says 5 for b.test.ts, c.test.ts, the gate has 6",
+      "ch.md:3: the 个数 table's rows add up to 7, the guide says 本仓库 10 个",
+    ]);
+  });
+
+  it("refuses a 个数 table whose rows do not add up to the stated total: a file left out, or named twice", () => {
+    const without = guide(9, 3, 6).replace("`b.test.ts`、`c.test.ts` | 6", "`b.test.ts` | 4");
+    expect(guideProblems("ch.md", without, counts)).toEqual([
+      "ch.md:3: the 个数 table's rows add up to 7, the guide says 本仓库 9 个 (the gate's files it does not name: c.test.ts)",
+    ]);
+    const twice = `${guide(9, 3, 6)}\n`.replace("| 其余 |", "| `c.test.ts` | 2 |\n| 其余 |");
+    expect(guideProblems("ch.md", twice, counts)).toEqual([
+      "ch.md:3: the 个数 table's rows add up to 11, the guide says 本仓库 9 个 (named twice: c.test.ts)",
     ]);
   });
 
@@ -177,5 +190,30 @@ describe("verify:guides writing rules (chapters/*.md, README.md, docs/*.md)", ()
     expect(files).toContain("README.md");
     expect(files).toContain("docs/snapshots.md");
     expect(files.every((file) => /^(chapters\/[^/]+|README|docs\/[^/]+)\.md$/.test(file))).toBe(true);
+  });
+});
+
+describe("npm run demo belongs to the newest chapter", () => {
+  const scripts = new Set(["demo", "demo:ch05", "demo:ch08"]);
+
+  it("reads the newest chapter from the root package.json's demo script", () => {
+    expect(newestDemoChapter({ demo: "tsx code/chapters/ch08/src/chapters/ch08.ts --demo" })).toBe("ch08");
+    expect(newestDemoChapter({})).toBeUndefined();
+  });
+
+  it("an older chapter's guide that names a bare npm run demo is refused; demo:chNN, and the newest guide, are not", () => {
+    const doc = [
+      "`npm run demo` 演示第 5 章。",
+      "```powershell",
+      "$null | npm run -s demo",
+      "npm run demo:ch05",
+      "```",
+    ];
+    expect(docProblems("chapters/ch05.md", doc.join("\n"), scripts, "ch08")).toEqual([
+      "chapters/ch05.md:1: names npm run demo, which plays ch08's demo; write npm run demo:ch05",
+      "chapters/ch05.md:3: names npm run demo, which plays ch08's demo; write npm run demo:ch05",
+    ]);
+    expect(docProblems("chapters/ch08.md", doc.join("\n"), scripts, "ch08")).toEqual([]);
+    expect(docProblems("README.md", doc.join("\n"), scripts, "ch08")).toEqual([]);
   });
 });
