@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { argumentsView, BOUNDS, columns, CONTINUED, progressRows } from "../src/cli/approval-view.js";
-import { ANSWER_MARK, CLI_LINE_STARTS, shownAnswer, skeleton } from "../src/cli/visible.js";
+import { ANSWER_MARK, CLI_LINE_STARTS, mentionsCliLine, shownAnswer, skeleton, visible } from "../src/cli/visible.js";
 import { AgentRunner } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
 import { createChapterOneTools } from "../src/features/builtin-tools.js";
@@ -82,6 +82,31 @@ describe("the final answer", () => {
     expect(skeleton("［Ｐｅｒｍｉｓｓｉｏｎ］")).toBe(skeleton("[Permission]"));
     expect(skeleton("[Pormission]")).not.toBe(skeleton("[Permission]"));
     expect(skeleton("参数：")).toBe(skeleton("参数:"));
+  });
+
+  it("skeleton drops white space and hidden characters: every spacing of 子 Agent is one spelling", () => {
+    const spacings = ["  ", "\t", "\u00a0", "\u3000", "\u2003", "", " \u200b", "\ufe0f"];
+    for (const spacing of spacings) expect(skeleton(`子${spacing}Agent`)).toBe(skeleton("子 Agent"));
+    expect(skeleton("子 Agent")).toBe("子Agent");
+    expect(skeleton("[Per\u034fmission]")).toBe(skeleton("[Permission]"));
+  });
+
+  it.each([
+    ["two spaces", "  "],
+    ["a tab", "\t"],
+    ["a no-break space", "\u00a0"],
+    ["an ideographic space", "\u3000"],
+    ["no space", ""],
+    ["a space and a zero-width space", " \u200b"],
+  ])("a CLI line start written with %s where it has a space is still marked, and still mentioned", (_name, spacing) => {
+    // Chapter 1's `命令 (第` and `✓ ok`; from chapter 6 on, `子 Agent` too.
+    const spaced = CLI_LINE_STARTS.filter((start) => start.includes(" "));
+    expect(spaced.length).toBeGreaterThanOrEqual(2);
+    for (const start of spaced) {
+      const variant = start.replaceAll(" ", spacing);
+      expect([variant, shownAnswer(`${variant} x`)]).toEqual([variant, `${ANSWER_MARK}${visible(variant)} x`]);
+      expect([variant, mentionsCliLine(`ok, ${variant} x`)]).toEqual([variant, true]);
+    }
   });
 
   it("leaves an ordinary answer as it is", () => {

@@ -83,15 +83,20 @@ export const CLI_LINE_STARTS: readonly string[] = [
 /**
  * UTS #39's skeleton of `text` for the characters the CLI's own lines are made of: NFKC (full-width and other
  * compatible forms), then each character replaced by the one it is drawn like (Cyrillic `е` by `e`, `１` by `l`),
- * then NFD. Two texts a reader cannot tell apart have the same skeleton.
+ * then NFD; and, as UTS #39 drops default-ignorable characters, every hidden character and all white space
+ * dropped, so `子  Agent`, `子\tAgent`, `子\u3000Agent` and `子Agent` read as `子 Agent`. Two texts a reader cannot
+ * tell apart have the same skeleton.
  */
 export function skeleton(text: string): string {
   let out = "";
   for (const char of text.normalize("NFKC").normalize("NFD")) {
     out += CONFUSABLE_PROTOTYPES.get(char) ?? DRAWN_ALIKE.get(char) ?? char;
   }
-  return out.normalize("NFD");
+  return out.normalize("NFD").replace(NOT_IN_SKELETON, "");
 }
+
+/** What a skeleton leaves out: white space of any width or kind, and what draws nothing. */
+const NOT_IN_SKELETON = new RegExp(`\\s|${HIDDEN_CHARACTER.source}`, "gu");
 
 /** Marks confusables.txt does not list that a terminal draws like the CLI's own `✓`, `✗` and `→`. */
 const DRAWN_ALIKE: ReadonlyMap<string, string> = new Map([
