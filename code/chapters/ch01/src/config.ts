@@ -1,5 +1,5 @@
-import { readFileSync, realpathSync, statSync } from "node:fs";
-import { isAbsolute, join, relative, sep } from "node:path";
+import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { dirname, isAbsolute, join, relative, sep } from "node:path";
 import { parseEnv } from "node:util";
 
 /** A setting that is missing or unusable: exit code 2, and the model is never contacted. */
@@ -22,6 +22,9 @@ export interface Settings {
 }
 
 export const REQUIRED_SETTINGS = ["OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"] as const;
+
+/** The book's words before the names of the settings that are missing. */
+const MISSING = "Missing required settings: ";
 
 type Environment = Readonly<Record<string, string | undefined>>;
 
@@ -48,12 +51,9 @@ export function loadSettings(env: Environment, flags: { baseURL?: string; model?
   // A base URL that is set but unusable is not missing: its reason comes first, anything really missing after it.
   if (urlProblem !== undefined) {
     const others = missing.filter((name) => name !== "OPENAI_BASE_URL");
-    throw new ConfigurationError(
-      urlProblem,
-      others.length > 0 ? `Missing required settings: ${others.join(", ")}` : undefined,
-    );
+    throw new ConfigurationError(urlProblem, others.length > 0 ? `${MISSING}${others.join(", ")}` : undefined);
   }
-  if (missing.length > 0) throw new ConfigurationError(`Missing required settings: ${missing.join(", ")}`);
+  if (missing.length > 0) throw new ConfigurationError(`${MISSING}${missing.join(", ")}`);
   // A key with a line break (a .env pasted across two lines) would reach an HTTP header, and the transport's
   // complaint about that header quotes it: refuse it here, and never echo it.
   if (CONTROL_CHARACTER.test(apiKey)) {
@@ -96,13 +96,28 @@ export function loadSettingsFrom(
   try {
     return loadSettings({ ...fileValues, ...definedValues(env) }, flags);
   } catch (error) {
-    if (!(error instanceof ConfigurationError) || error.hint !== undefined || ignored.length === 0) throw error;
+    if (!(error instanceof ConfigurationError) || error.hint !== undefined) throw error;
+    if (ignored.length === 0) {
+      if (!error.message.startsWith(MISSING)) throw error;
+      throw new ConfigurationError(error.message, whereLooked(dotEnv.path));
+    }
     throw new ConfigurationError(
       error.message,
       `${ignored.join(" and ")} in ${dotEnv.path} not used: that .env is inside the workspace, where the model can ` +
         "write it, and the key does not come from it; set them in the environment or with --base-url and --model",
     );
   }
+}
+
+/**
+ * Where a missing setting was looked for: the environment and the `.env` that was read, or the folder that had
+ * none. The usual cause is npm started in another folder (INIT_CWD), so the line names that rule too.
+ */
+function whereLooked(path: string): string {
+  const where = existsSync(path)
+    ? `looked in the environment and in ${path}`
+    : `looked in the environment; there is no .env in ${dirname(path)}`;
+  return `${where} (npm reads .env from the folder it is started in: start it from the repository root)`;
 }
 
 /** Where each setting of a real run came from: a flag, the environment, or the path of the `.env` file. */

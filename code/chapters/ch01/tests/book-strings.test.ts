@@ -262,11 +262,16 @@ describe("the book's chapter 1 strings", () => {
   });
 
   it("settings: all three missing is the book's 配置错误 line, exit 2", async () => {
-    expect(await cliRun(RUN)).toStrictEqual({
+    const run = await cliRun(RUN);
+    // The book's line, then one line of ours: where the run looked for the settings.
+    const [book, ours, ...rest] = run.stderr.split("\n");
+    expect({ code: run.code, stdout: run.stdout, book, rest }).toStrictEqual({
       code: 2,
       stdout: "",
-      stderr: "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n",
+      book: "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL",
+      rest: [""],
     });
+    expect(ours).toMatch(/^ {2}looked in the environment/);
   });
 
   // The book's line comes first; a line of ours may follow it (how to pass a prompt of several words).

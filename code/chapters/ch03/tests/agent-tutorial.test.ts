@@ -41,10 +41,12 @@ function unifiedProgram(args: readonly string[]) {
  * The unified entry's CLI (`runCli` with the argv the entry passes it) in this process, with the I/O a reader
  * with no key has when no terminal is attached: the same code and output as the program, without a process.
  */
-async function unified(args: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+async function unified(
+  args: readonly string[],
+): Promise<{ status: number; stdout: string; stderr: string; cwd: string }> {
   const { env, cwd } = keylessReader();
   const { code, stdout, stderr } = await runCliWithoutTerminal(args, env, cwd);
-  return { status: code, stdout, stderr };
+  return { status: code, stdout, stderr, cwd };
 }
 
 /**
@@ -90,7 +92,11 @@ function walkthrough(chapter: number): { calls: string[]; narration: (string | n
   };
 }
 
-const MISSING_ALL = "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n";
+/** The book's 配置错误 line naming all three settings, then where the run looked: `folder`, which has no `.env`. */
+const missingAll = (folder: string): string =>
+  "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n" +
+  `  looked in the environment; there is no .env in ${folder} (npm reads .env from the folder it is started in: ` +
+  "start it from the repository root)\n";
 const NO_TTY = "无交互输入，默认拒绝。";
 const NO_TTY_AUDIT = "No interactive approval input was available";
 
@@ -180,7 +186,7 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
       status: 2,
       stdout: "",
-      stderr: MISSING_ALL,
+      stderr: missingAll(run.cwd),
     });
     // [选项] stands for the options below it: one of them, --demo, needs no settings.
     const demo = await unified([...args.slice(0, 3), "--demo"]);
@@ -189,12 +195,12 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect(demo.stdout).toBe(`${walkthrough(1).finalText}\n`);
   });
 
-  it("a run without the three settings exits 2 with one 配置错误 line naming all of them", async () => {
+  it("a run without the three settings exits 2 with the book's 配置错误 line naming all of them, then where it looked", async () => {
     const run = await unified(["run", "--chapter", "3", "--prompt", "x"]);
     expect({ status: run.status, stdout: run.stdout, stderr: run.stderr }).toEqual({
       status: 2,
       stdout: "",
-      stderr: MISSING_ALL,
+      stderr: missingAll(run.cwd),
     });
   });
 

@@ -732,7 +732,10 @@ describe("runCli exit codes under faults", () => {
       "a missing API key and model",
       ["--prompt", "hi"],
       (loopback) => ({ OPENAI_BASE_URL: loopback.baseURL }),
-      ["配置错误: Missing required settings: OPENAI_API_KEY, OPENAI_MODEL"],
+      [
+        "配置错误: Missing required settings: OPENAI_API_KEY, OPENAI_MODEL",
+        expect.stringMatching(/^ {2}looked in the environment; there is no \.env in /),
+      ],
     ],
     [
       "a base URL that is not a URL",

@@ -41,7 +41,12 @@ const NO_TTY_DENIAL = `${NO_TTY}\n[Permission] shell: deny (terminal-approval) -
 const REASON = "Shell execution requires approval";
 const askLines = (command: string): string =>
   [`工具调用需要批准: shell`, `原因: ${REASON}`, `参数: {"command":"${command}"}`, "允许本次调用? [y/N] "].join("\n");
-const MISSING_ALL = "配置错误: Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL\n";
+/** The book's 配置错误 line for `names`, then where the run looked: `folder`, which has no `.env`. */
+const missing = (names: string, folder: string): string =>
+  `配置错误: Missing required settings: ${names}\n` +
+  `  looked in the environment; there is no .env in ${folder} (npm reads .env from the folder it is started in: ` +
+  "start it from the repository root)\n";
+const ALL = "OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL";
 /** The line after `Unknown argument: …`: a prompt split into several arguments is the usual cause. */
 const STRAY =
   '\n  a prompt of several words or lines needs quotes (--prompt "…"), or put it in a file: --prompt-file <path>';
@@ -252,15 +257,17 @@ describe("runCli arguments", () => {
 
 describe("runCli settings", () => {
   it("with no settings anywhere, names all three in one 配置错误 line and exits 2", async () => {
-    expect(await cli(["--prompt", "hi"])).toStrictEqual({ code: 2, stdout: "", stderr: MISSING_ALL });
+    const cwd = await tempFolder();
+    expect(await cli(["--prompt", "hi"], { cwd })).toStrictEqual({ code: 2, stdout: "", stderr: missing(ALL, cwd) });
   });
 
   it.each(["OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"])(
     "a blank %s is named alone, exit 2, and nothing is sent",
     async (name) => {
       const server = await callThenAnswer();
-      const run = await cli(["--prompt", "hi"], { env: { ...envFor(server), [name]: "  " } });
-      expect(run).toStrictEqual({ code: 2, stdout: "", stderr: `配置错误: Missing required settings: ${name}\n` });
+      const cwd = await tempFolder();
+      const run = await cli(["--prompt", "hi"], { env: { ...envFor(server), [name]: "  " }, cwd });
+      expect(run).toStrictEqual({ code: 2, stdout: "", stderr: missing(name, cwd) });
       expect(server.requests).toHaveLength(0);
     },
   );
@@ -385,7 +392,7 @@ describe("runCli settings", () => {
   it("a configuration error writes no transcript", async () => {
     const cwd = await tempFolder();
     const run = await cli(["--prompt", "hi", "--transcript", "run.json"], { cwd });
-    expect(run).toStrictEqual({ code: 2, stdout: "", stderr: MISSING_ALL });
+    expect(run).toStrictEqual({ code: 2, stdout: "", stderr: missing(ALL, cwd) });
     expect(existsSync(join(cwd, "run.json"))).toBe(false);
   });
 });
@@ -1231,7 +1238,8 @@ describe("the ch03 entry as a program", () => {
   });
 
   it("missing settings are 配置错误 and exit 2", async () => {
-    const run = await runEntryCli(["--prompt", "hi"], cleanEnv, await tempFolder());
-    expect(run).toStrictEqual({ code: 2, stdout: "", stderr: MISSING_ALL });
+    const cwd = await tempFolder();
+    const run = await runEntryCli(["--prompt", "hi"], cleanEnv, cwd);
+    expect(run).toStrictEqual({ code: 2, stdout: "", stderr: missing(ALL, cwd) });
   });
 });

@@ -2,7 +2,14 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { ConfigurationError, dotEnvInWorkspace, loadSettings, readDotEnv, REQUIRED_SETTINGS } from "../src/config.js";
+import {
+  ConfigurationError,
+  dotEnvInWorkspace,
+  loadSettings,
+  loadSettingsFrom,
+  readDotEnv,
+  REQUIRED_SETTINGS,
+} from "../src/config.js";
 
 const GOOD = {
   OPENAI_BASE_URL: "https://api.openai.com/v1",
@@ -240,5 +247,42 @@ describe("dotEnvInWorkspace", () => {
     const link = join(parent, "link");
     await symlink(folder, link, "junction");
     expect(dotEnvInWorkspace(folder, link)).toBe(join(folder, ".env"));
+  });
+});
+
+describe("loadSettingsFrom says where it looked", () => {
+  const RULE = "(npm reads .env from the folder it is started in: start it from the repository root)";
+  /** The settings of `folder`'s `.env` (none, when it has none), as the CLI reads them: outside the workspace. */
+  const dotEnvOf = (folder: string) => ({ path: join(folder, ".env"), values: readDotEnv(folder), inWorkspace: false });
+
+  it("a missing setting's hint names the .env that was read, and the rule to start npm from the repository root", async () => {
+    const folder = await folderWithDotEnv(Buffer.from("OPENAI_MODEL=m\n"));
+    const error = configurationError(() => loadSettingsFrom({}, dotEnvOf(folder)));
+    expect({ message: error.message, hint: error.hint }).toEqual({
+      message: "Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY",
+      hint: `looked in the environment and in ${join(folder, ".env")} ${RULE}`,
+    });
+  });
+
+  it("with no .env, the hint names the folder that has none", async () => {
+    const folder = await mkdtemp(join(tmpdir(), "ch01-config-"));
+    folders.push(folder);
+    const error = configurationError(() => loadSettingsFrom({}, dotEnvOf(folder)));
+    expect({ message: error.message, hint: error.hint }).toEqual({
+      message: "Missing required settings: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL",
+      hint: `looked in the environment; there is no .env in ${folder} ${RULE}`,
+    });
+  });
+
+  it("a setting that is there but unusable is not called missing: its reason alone, no hint about where", async () => {
+    const folder = await mkdtemp(join(tmpdir(), "ch01-config-"));
+    folders.push(folder);
+    const error = configurationError(() =>
+      loadSettingsFrom({ ...GOOD, OPENAI_BASE_URL: "ftp://x/v1" }, dotEnvOf(folder)),
+    );
+    expect({ message: error.message, hint: error.hint }).toEqual({
+      message: 'OPENAI_BASE_URL="ftp://x/v1" must start with http:// or https://',
+      hint: undefined,
+    });
   });
 });
