@@ -217,19 +217,25 @@ describe("runCli arguments", () => {
     expect(server.requests).toHaveLength(0);
   });
 
-  it.each<[string, (cwd: string) => Promise<void>]>([
-    ["does not exist", () => Promise.resolve()],
-    ["is a file", (cwd) => writeFile(join(cwd, "missing"), "x")],
-  ])("a --workspace that %s is one 运行失败 line and exit 1, with no request", async (_name, prepare) => {
+  it.each<[string, (cwd: string) => Promise<void>, (cwd: string) => string]>([
+    [
+      "does not exist says how to create it, as the reader typed it,",
+      () => Promise.resolve(),
+      (cwd) =>
+        `运行失败: workspace ${join(cwd, "missing")} does not exist: create it first ` +
+        "(New-Item -ItemType Directory 'missing')\n  in bash: mkdir -p 'missing'\n",
+    ],
+    [
+      "is a file says it is not a folder,",
+      (cwd) => writeFile(join(cwd, "missing"), "x"),
+      (cwd) => `运行失败: workspace ${join(cwd, "missing")} is not a folder: --workspace names the folder to work in\n`,
+    ],
+  ])("a --workspace that %s never to pass --workspace, and exits 1 with no request", async (_name, prepare, says) => {
     const server = await callThenAnswer();
     const cwd = await tempFolder();
     await prepare(cwd);
     const run = await cli(["--prompt", "hi", "--workspace", "missing"], { env: envFor(server), cwd });
-    expect(run).toStrictEqual({
-      code: 1,
-      stdout: "",
-      stderr: `运行失败: workspace ${join(cwd, "missing")} is not an existing folder; pass --workspace <dir>\n`,
-    });
+    expect(run).toStrictEqual({ code: 1, stdout: "", stderr: says(cwd) });
     expect(server.requests).toHaveLength(0);
   });
 });
@@ -715,7 +721,9 @@ describe("runCli --replay", () => {
     expect(await cli(["--replay", "replay.json", "--workspace", "missing"], { cwd })).toStrictEqual({
       code: 1,
       stdout: "",
-      stderr: `运行失败: workspace ${join(cwd, "missing")} is not an existing folder; pass --workspace <dir>\n`,
+      stderr:
+        `运行失败: workspace ${join(cwd, "missing")} does not exist: create it first ` +
+        "(New-Item -ItemType Directory 'missing')\n  in bash: mkdir -p 'missing'\n",
     });
   });
 

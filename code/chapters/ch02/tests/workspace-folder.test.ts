@@ -3,6 +3,7 @@ import { homedir, tmpdir } from "node:os";
 import { dirname, join, parse, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ArgumentError } from "../src/cli/args.js";
 import { ConfigurationError } from "../src/config.js";
 import { workspaceFolder } from "../src/cli/workspace-folder.js";
 import { runCliWithoutTerminal } from "./support/cli-run.js";
@@ -70,8 +71,23 @@ describe("workspaceFolder", () => {
   it("keeps a project folder inside the home folder, and reports a missing folder as before", () => {
     expect(workspaceFolder("users/reader/project", folder, guarded)).toBe(join(guarded.home, "project"));
     expect(() => workspaceFolder("missing", folder, guarded)).toThrow(
-      `workspace ${join(folder, "missing")} is not an existing folder; pass --workspace <dir>`,
+      `workspace ${join(folder, "missing")} does not exist: create it first (New-Item -ItemType Directory 'missing')`,
     );
+  });
+
+  it("a missing folder's fix quotes the path as typed for both shells, a quote in it included", () => {
+    let thrown: unknown;
+    try {
+      workspaceFolder("it's new", folder, guarded);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ArgumentError);
+    const { message, hint } = thrown as ArgumentError;
+    expect({ message, hint }).toEqual({
+      message: `workspace ${join(folder, "it's new")} does not exist: create it first (New-Item -ItemType Directory 'it''s new')`,
+      hint: "in bash: mkdir -p 'it'\\''s new'",
+    });
   });
 
   it("guards the real home folder and this repository by default", () => {

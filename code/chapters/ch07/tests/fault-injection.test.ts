@@ -769,7 +769,8 @@ describe("runCli exit codes under faults", () => {
     [
       "a missing workspace",
       ["--prompt", "hi", "--workspace", "/nonexistent/ch03-faults"],
-      "workspace /nonexistent/ch03-faults is not an existing folder; pass --workspace <dir>",
+      "workspace /nonexistent/ch03-faults does not exist: create it first (New-Item -ItemType Directory " +
+        "'/nonexistent/ch03-faults')\n  in bash: mkdir -p '/nonexistent/ch03-faults'",
     ],
     [
       "no prompt",

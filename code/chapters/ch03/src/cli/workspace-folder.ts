@@ -27,13 +27,16 @@ export function workspaceFolder(
   guarded = { home: homedir(), repository: REPOSITORY_ROOT },
 ): string {
   const folder = resolve(base, requested ?? ".");
-  let isFolder = false;
+  let isFolder: boolean;
   try {
     isFolder = statSync(folder).isDirectory();
-  } catch {
-    // Reported below.
+  } catch (error) {
+    throw unusable(folder, requested ?? folder, (error as NodeJS.ErrnoException).code);
   }
-  if (!isFolder) throw new ArgumentError(`workspace ${folder} is not an existing folder; pass --workspace <dir>`);
+  // The reader did pass --workspace (or ran npm in that folder): say what is wrong with it, not to pass one.
+  if (!isFolder) {
+    throw new ArgumentError(`workspace ${folder} is not a folder: --workspace names the folder to work in`);
+  }
   const why = refusalReason(realpathSync.native(folder), guarded);
   if (why !== undefined) {
     throw new ConfigurationError(
@@ -42,6 +45,20 @@ export function workspaceFolder(
     );
   }
   return folder;
+}
+
+/** A workspace `stat` could not see: missing (say how to make it, as the reader typed it), or unreadable. */
+function unusable(folder: string, typed: string, code: string | undefined): ArgumentError {
+  if (code !== "ENOENT") return new ArgumentError(`workspace ${folder} cannot be opened (${code ?? "unknown error"})`);
+  return new ArgumentError(
+    `workspace ${folder} does not exist: create it first (New-Item -ItemType Directory ${quoted(typed, "''")})`,
+    `in bash: mkdir -p ${quoted(typed, "'\\''")}`,
+  );
+}
+
+/** `path` in single quotes, each quote inside written as `quote` (PowerShell doubles it, a POSIX shell ends and escapes). */
+function quoted(path: string, quote: string): string {
+  return `'${path.replaceAll("'", quote)}'`;
 }
 
 function refusalReason(real: string, guarded: { home: string; repository: string }): string | undefined {
