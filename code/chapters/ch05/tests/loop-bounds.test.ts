@@ -3,12 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { buildAgent } from "../src/bootstrap.js";
 import { AgentRunner, MAX_TOOL_CALLS_PER_REPLY, MAX_TURN_RESULT_BYTES } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
-import type { AuditSink } from "../src/core/permissions.js";
-import { P01, P03 } from "../src/core/profiles.js";
+import { PermissionPolicy, type AuditSink } from "../src/core/permissions.js";
 import { ToolRegistry, toolSuccess } from "../src/core/tools.js";
+import { createChapterOneTools } from "../src/features/builtin-tools.js";
 import { commandResult, CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 
@@ -66,12 +65,12 @@ describe("bounds on one reply", () => {
     const audited: string[] = [];
     const auditSink: AuditSink = { record: (request) => void audited.push(request.toolName) };
 
-    const result = await buildAgent(P03, {
+    const result = await new AgentRunner({
       model,
+      tools: createChapterOneTools(runner),
+      systemPrompt: "s",
       workspace,
-      commandRunner: runner,
-      approvalProvider: approval,
-      auditSink,
+      permissionPolicy: new PermissionPolicy({ approval, audit: auditSink }),
     }).run("go");
 
     expect(runner.calls).toHaveLength(32);
@@ -91,7 +90,8 @@ describe("bounds on one reply", () => {
     const calls = shellCalls(32);
     const model = new ScriptedModel([toolTurn(...calls), textTurn("done")]);
     const runner = new FakeCommandRunner((command) => commandResult({ output: `ran ${command}` }));
-    const result = await buildAgent(P01, { model, workspace, commandRunner: runner }).run("go");
+    const tools = createChapterOneTools(runner);
+    const result = await new AgentRunner({ model, tools, systemPrompt: "s", workspace }).run("go");
     expect(runner.calls).toHaveLength(32);
     expect(toolMessages(result.history)).toEqual(calls.map((seen, i) => [seen.id, `ran Write-Output ${i}`]));
   });
