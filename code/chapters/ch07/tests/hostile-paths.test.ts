@@ -17,10 +17,11 @@ import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { buildAgent } from "../src/bootstrap.js";
-import type { AgentRunner, RunResult } from "../src/core/loop.js";
+import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
+import { AgentRunner, type RunResult } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
-import { P02 } from "../src/core/profiles.js";
+import { PermissionPolicy } from "../src/core/permissions.js";
+import { createChapterTwoTools } from "../src/features/builtin-tools.js";
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 import { globInChild, type ChildGlob } from "./support/glob-child.js";
@@ -260,7 +261,14 @@ async function checkCase(hostile: HostileCall): Promise<void> {
   const model = new ScriptedModel([toolTurn(call(id, hostile.tool, args)), textTurn("done")]);
   const runner = new FakeCommandRunner();
   const approval = new CountingApproval(false);
-  const agent = buildAgent(P02, { model, workspace: places.ws, commandRunner: runner, approvalProvider: approval });
+  // Chapter 2's tools and confirmation, as its profile has them: the shell asks, the file tools do not.
+  const agent = new AgentRunner({
+    model,
+    tools: createChapterTwoTools(runner, new NodeWorkspaceFileSystem()),
+    systemPrompt: "s",
+    workspace: places.ws,
+    permissionPolicy: new PermissionPolicy({ approval }),
+  });
 
   const result = await runWithin(agent, release === undefined ? 10_000 : 1_000, release);
 
