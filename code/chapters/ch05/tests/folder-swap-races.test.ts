@@ -16,18 +16,17 @@ import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
-import { buildAgent } from "../src/bootstrap.js";
 import {
   FileNotFoundError,
   InvalidFilePathError,
   WorkspacePathError,
   type WorkspaceFileSystem,
 } from "../src/core/filesystem.js";
-import type { RunResult } from "../src/core/loop.js";
+import { AgentRunner, type RunResult } from "../src/core/loop.js";
 import { toolCall, validateToolPairing } from "../src/core/messages.js";
-import { P02 } from "../src/core/profiles.js";
+import { PermissionPolicy } from "../src/core/permissions.js";
 import { ToolRegistry, type ToolResult } from "../src/core/tools.js";
-import { createGlobTool } from "../src/features/builtin-tools.js";
+import { createChapterTwoTools, createGlobTool } from "../src/features/builtin-tools.js";
 import { CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 import { outsideTree } from "./support/outside-tree.js";
@@ -100,7 +99,14 @@ async function racedRun(
   const model = new ScriptedModel([toolTurn(call("c1", tool, args)), textTurn("done")]);
   const runner = new FakeCommandRunner();
   const approval = new CountingApproval(false);
-  const agent = buildAgent(P02, { model, workspace: places.ws, commandRunner: runner, approvalProvider: approval });
+  // Chapter 2's tools and confirmation, as its profile has them: the shell asks, the file tools do not.
+  const agent = new AgentRunner({
+    model,
+    tools: createChapterTwoTools(runner, new NodeWorkspaceFileSystem()),
+    systemPrompt: "s",
+    workspace: places.ws,
+    permissionPolicy: new PermissionPolicy({ approval }),
+  });
   const result = await agent.run("go");
   expect(result.finalText).toBe("done");
   expect(() => validateToolPairing(result.history)).not.toThrow();
