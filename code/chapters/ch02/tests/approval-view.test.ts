@@ -272,10 +272,15 @@ describe("argumentsView: class 3, invisible and bidi characters", () => {
     ]);
   });
 
-  it("default-ignorable characters no hand list named (U+17B4, U+2065, U+E0FFF) are escaped and noted too", () => {
+  it("hidden characters no hand list named (U+17B4, U+2065, U+E0FFF; format U+0600, U+FFF9) are escaped and noted", () => {
     expect(argumentsView({ path: "a\u17b4b\u2065c\u{e0fff}", content: "" }).below).toEqual([
       HIDDEN_NOTE,
       "路径: a\\u17b4b\\u2065c\\u{e0fff}",
+    ]);
+    // Format characters that are not default-ignorable stay hidden as well.
+    expect(argumentsView({ path: "a\u0600b\ufff9c", content: "" }).below).toEqual([
+      HIDDEN_NOTE,
+      "路径: a\\u0600b\\ufff9c",
     ]);
   });
 

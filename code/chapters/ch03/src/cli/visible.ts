@@ -144,9 +144,10 @@ export function shownAnswer(text: string): string {
   return text
     .split("\n")
     .map((line) => {
-      // Looked at as written too: a hidden first character is shown as an escape, and still reads as nothing.
+      // Looked at as written: a hidden first character is shown as an escape, yet a reader of the line sees nothing
+      // there, so what follows it is what must not pass for a CLI line. What visible() changes only adds escapes.
       const shown = visible(line);
-      return startsLikeCliLine(line) || startsLikeCliLine(shown) ? `${ANSWER_MARK}${shown}` : shown;
+      return startsLikeCliLine(line) ? `${ANSWER_MARK}${shown}` : shown;
     })
     .join("\n");
 }

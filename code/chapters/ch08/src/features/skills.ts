@@ -590,8 +590,8 @@ function parseSkillDocument(text: string, source: string): { name: string; descr
 
 /**
  * Why the parsed frontmatter is not plain data, found in one pass over its nodes that turns none of them into
- * text: an alias, a key that is itself a list or mapping (yaml would stringify it, and a nested key again for
- * every level above it: 28 levels of `? ` cost a gigabyte), one key twice in a mapping, or nesting past the bound.
+ * text: an alias as a key, a key that is itself a list or mapping (yaml would stringify it, and a nested key again
+ * for every level above it: 28 levels of `? ` cost a gigabyte), one key twice in a mapping, or nesting past the bound.
  */
 function frontmatterShapeError(
   document: ReturnType<typeof parseDocument>,
@@ -601,7 +601,7 @@ function frontmatterShapeError(
   const pending: { readonly node: unknown; readonly depth: number }[] = [{ node: document.contents, depth: 0 }];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const { node, depth } = next;
-    if (isAlias(node)) return invalid();
+    // An alias anywhere else is left to toJS, which refuses any (maxAliasCount: 0) before resolving it.
     if (!isMap(node) && !isSeq(node)) continue;
     if (depth === MAX_FRONTMATTER_DEPTH) {
       return new SkillManifestError(`Skill frontmatter nests deeper than ${MAX_FRONTMATTER_DEPTH} levels: ${source}`);
