@@ -286,6 +286,34 @@ describe("what an error repeats of the model's own text is bounded", () => {
     expect(problem(`${"k".repeat(967)}😀`)).toBe(`${prefix}${"k".repeat(967)}…`);
   });
 
+  it.each<[string, string, string]>([
+    ["U+10000, whose high half is D800, straddling the cut", `${"k".repeat(967)}\u{10000}`, "k".repeat(967)],
+    ["U+10FC00, whose high half is DBFF, straddling the cut", `${"k".repeat(967)}\u{10FC00}`, "k".repeat(967)],
+    ["an emoji ending right at the cut", `${"k".repeat(966)}😀`, `${"k".repeat(966)}😀`],
+  ])("the 1,000-character cut with %s keeps every pair whole", (_name, key, kept) => {
+    const prepared = registryWith(echoTool()).prepare(toolCall("c1", "echo", JSON.stringify({ text: "hi", [key]: 1 })));
+    expect(prepared.error?.content).toBe(
+      `Error [invalid_arguments]: Invalid arguments for echo: (arguments): Unrecognized key: "${kept}…`,
+    );
+  });
+
+  it("invalid_arguments names a nested field by its dotted path", () => {
+    const registry = new ToolRegistry();
+    registry.register({
+      name: "nested",
+      description: "A nested field.",
+      inputSchema: z.strictObject({ outer: z.strictObject({ inner: z.string() }) }),
+      effect: "read",
+      handler: () => Promise.resolve(toolSuccess("ran")),
+    });
+    expect(registry.prepare(toolCall("c1", "nested", '{"outer":{"inner":1}}')).error).toStrictEqual(
+      toolError(
+        "invalid_arguments",
+        "Invalid arguments for nested: outer.inner: Invalid input: expected string, received number",
+      ),
+    );
+  });
+
   it("invalid_arguments lists the first 10 problems and says how many more there are", () => {
     const fields = Object.fromEntries(Array.from({ length: 25 }, (_, n) => [`f${n}`, z.string()]));
     const registry = new ToolRegistry();
