@@ -25,12 +25,19 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { PowerShellRunner } from "../src/adapters/powershell.js";
-import { buildAgent } from "../src/bootstrap.js";
-import type { AgentRunner, RunResult } from "../src/core/loop.js";
+import { AgentRunner, type RunResult } from "../src/core/loop.js";
 import { validateToolPairing } from "../src/core/messages.js";
-import type { AuditSink, PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
-import { P03 } from "../src/core/profiles.js";
+import {
+  PermissionPolicy,
+  PermissionRule,
+  type ApprovalProvider,
+  type AuditSink,
+  type PermissionDecision,
+  type PermissionRequest,
+} from "../src/core/permissions.js";
+import type { CommandRunner } from "../src/core/commands.js";
 import type { WorkspaceFileSystem } from "../src/core/filesystem.js";
+import { createChapterTwoTools } from "../src/features/builtin-tools.js";
 import { CountingApproval, FakeCommandRunner, type SeenApproval } from "./support/fakes.js";
 import { call, ScriptedModel, textTurn, toolMessages, toolTurn } from "./support/scripted-model.js";
 import { outsideTree, treeOf, type TreeEntry } from "./support/outside-tree.js";
@@ -321,6 +328,34 @@ interface Harness {
   readonly runner: FakeCommandRunner;
 }
 
+/**
+ * Chapter 3's agent as its composition root builds it, from the modules this file tests: the loop, chapter 2's
+ * tools, and the policy with chapter 3's one rule (file writes ask) and the file system as its write boundary.
+ * That bootstrap.ts builds exactly this is ch03-permissions.test.ts's to check.
+ */
+function chapterThreeAgent(
+  model: ScriptedModel,
+  workspace: string,
+  commandRunner: CommandRunner,
+  approval: ApprovalProvider,
+  audit: AuditSink,
+  fileSystem: WorkspaceFileSystem = new NodeWorkspaceFileSystem(),
+): AgentRunner {
+  const confirmFileWrite = new PermissionRule({
+    name: "confirm-file-write",
+    behavior: "ask",
+    reason: "File writes require explicit approval from chapter 3 onward",
+    matches: (request) => ["write_file", "edit_file"].includes(request.prepared.definition.name),
+  });
+  return new AgentRunner({
+    model,
+    tools: createChapterTwoTools(commandRunner, fileSystem),
+    systemPrompt: "s",
+    workspace,
+    permissionPolicy: new PermissionPolicy({ rules: [confirmFileWrite], approval, audit, writeBoundary: fileSystem }),
+  });
+}
+
 /** The real P03 agent: real registry, tools and filesystem; by default every ask is allowed except the shell. */
 function harness(
   places: Places,
@@ -330,14 +365,7 @@ function harness(
 ): Harness {
   const audit = new RecordingAudit();
   const runner = new FakeCommandRunner();
-  const agent = buildAgent(P03, {
-    model,
-    workspace: places.ws,
-    commandRunner: runner,
-    approvalProvider: approval,
-    auditSink: audit,
-    ...(fileSystem === undefined ? {} : { fileSystem }),
-  });
+  const agent = chapterThreeAgent(model, places.ws, runner, approval, audit, fileSystem);
   return { agent, approval, audit, runner };
 }
 
@@ -645,13 +673,13 @@ describe.skipIf(!posix)("a shell call the user approves", () => {
       toolTurn(call("s1", "shell", { command: "Get-Content big.log" })),
       textTurn("done"),
     ]);
-    const agent = buildAgent(P03, {
+    const agent = chapterThreeAgent(
       model,
-      workspace: places.ws,
-      commandRunner: new PowerShellRunner({ executable }),
-      approvalProvider: approval,
-      auditSink: new RecordingAudit(),
-    });
+      places.ws,
+      new PowerShellRunner({ executable }),
+      approval,
+      new RecordingAudit(),
+    );
 
     const result = await agent.run("print a lot");
 
