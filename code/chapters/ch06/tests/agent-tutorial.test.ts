@@ -110,7 +110,10 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
       ["run", "--chapter", "3", "--prompt", "x", "--yolo"],
       'Unknown argument: --yolo\n  a prompt of several words or lines needs quotes (--prompt "…"), or put it in a file: --prompt-file <path>',
     ],
-    [["run", "--chapter", "two", "--prompt", "x"], '--chapter must be a whole number from 1 to 99, not "two"'],
+    [
+      ["run", "--chapter", "two", "--prompt", "x"],
+      '--chapter must be a chapter number from 1 to 6 (6 or ch06), not "two"',
+    ],
     [
       ["run", "--chapter", "9", "--prompt", "x"],
       "No profile for chapter 9; this snapshot knows chapters 1, 2, 3, 4, 5, 6",
@@ -159,10 +162,12 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     ]);
     expect(flags).toEqual(["--help", "-h", "--demo", "--quiet", "-q"]);
     // Each one really is accepted (a value option with a value, a flag alone), and a made-up one is not.
-    // --demo brings its own task, so a --prompt or -p given here is the only one.
+    // --demo brings its own task and workspace, so it runs only with the others; a task's option is the only one.
     for (const option of values) {
       const value = option === "--chapter" || option === "--max-turns" ? "3" : "v";
-      const argv = option === "--chapter" ? ["run", "--demo"] : ["run", "--chapter", "3", "--demo"];
+      const bringsTask = ["--prompt", "-p", "--prompt-file", "--replay"].includes(option);
+      const others = option === "--workspace" || option === "-w" ? ["-p", "x"] : bringsTask ? [] : ["--demo"];
+      const argv = option === "--chapter" ? ["run", "--demo"] : ["run", "--chapter", "3", ...others];
       expect(() => parseCliArgs([...argv, option, value])).not.toThrow();
     }
     for (const flag of flags) expect(() => parseCliArgs(["run", "--chapter", "3", "--demo", flag])).not.toThrow();

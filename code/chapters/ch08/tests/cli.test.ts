@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { SYSTEM_PROMPT } from "../src/bootstrap.js";
 import { UNSHOWABLE_LINE, UNSHOWABLE_REASON } from "../src/cli/approval-question.js";
 import { argumentsView, BOUNDS, CONTINUED } from "../src/cli/approval-view.js";
-import { helpText } from "../src/cli/args.js";
+import { helpText, parseCliArgs } from "../src/cli/args.js";
 import { PROMPT_FILE_LIMIT, readPromptFile } from "../src/cli/prompt-file.js";
 import { Terminal } from "../src/cli/terminal.js";
 import { isYes, runCli, TerminalApprovalProvider, TerminalAuditSink, type CliIO } from "../src/cli.js";
@@ -169,6 +169,20 @@ describe("runCli arguments", () => {
     ]);
   });
 
+  it("a fixed entry's --help offers no --chapter and names its demo script", () => {
+    const help = helpText("ch03");
+    expect(help).not.toContain("--chapter");
+    expect(help.split("\n").filter((line) => line.startsWith("      --demo"))).toEqual([
+      "      --demo               不需要密钥: 在临时工作区里回放本章的演示 (或 npm run demo:ch03)",
+    ]);
+  });
+
+  it("--chapter takes the chapter's script name too: ch08, CH08 and 08 are chapter 8", () => {
+    for (const spelling of ["ch08", "CH08", "08", "8"]) {
+      expect(parseCliArgs(["run", "--chapter", spelling, "--demo"]).chapter).toBe(8);
+    }
+  });
+
   it.each<[string, string[], string]>([
     ["an unknown flag", [...RUN, "--prompt", "hi", "--bogus"], `运行失败: Unknown argument: --bogus${STRAY}`],
     ["a stray word", [...RUN, "--prompt", "hi", "stray"], `运行失败: Unknown argument: stray${STRAY}`],
@@ -195,6 +209,17 @@ describe("runCli arguments", () => {
       [...RUN, "--prompt", "hi", "--prompt-file", "task.txt"],
       "运行失败: --prompt and --prompt-file cannot be used together",
     ],
+    [
+      "--demo with a workspace and a task of the reader's",
+      [...RUN, "--demo", "--workspace", "w", "--prompt", "hi"],
+      "运行失败: --demo brings its own task and temporary workspace: leave out --workspace and --prompt\n" +
+        "  the demo alone: npm run demo:ch03",
+    ],
+    [
+      "--demo without --chapter",
+      ["run", "--demo"],
+      "运行失败: --chapter is required\n  --demo needs no --prompt, but the chapter to run: --chapter N (1 to 8)",
+    ],
     ["no command at all", [], "运行失败: Expected command: run"],
     ["options without run", ["--chapter", "1", "--prompt", "hi"], "运行失败: Expected command: run"],
     ["another command", ["start", "--chapter", "1", "--prompt", "hi"], "运行失败: Expected command: run"],
@@ -208,7 +233,7 @@ describe("runCli arguments", () => {
     [
       "a chapter that is not a number",
       ["run", "--chapter", "one", "--prompt", "hi"],
-      '运行失败: --chapter must be a whole number from 1 to 99, not "one"',
+      '运行失败: --chapter must be a chapter number from 1 to 8 (8 or ch08), not "one"',
     ],
   ])("%s is one 运行失败 line (and a hint) and exit 1, and the model is never contacted", async (_name, argv, line) => {
     const server = await callThenAnswer();

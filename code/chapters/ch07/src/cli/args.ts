@@ -29,6 +29,9 @@ export class ArgumentError extends Error {
 /** The book's line for a run without a task, which the unified entry keeps verbatim. */
 export const BOTH_REQUIRED = "Both --chapter and --prompt are required";
 
+/** The chapters this snapshot runs: 1 to this one. */
+const LAST_CHAPTER = 7;
+
 /** What a run without a task says: a fixed entry already has its chapter, so only the task is missing there. */
 export function missingPrompt(entry: string | undefined): ArgumentError {
   if (entry === undefined) return new ArgumentError(BOTH_REQUIRED);
@@ -89,14 +92,30 @@ export function parseCliArgs(argv: readonly string[], entry?: string): CliOption
   // --demo and --replay bring their own task, so only they may leave out --prompt.
   const needsPrompt = !flags.demo && values.replay === undefined;
   const hasPrompt = values.prompt !== undefined || values.promptFile !== undefined;
-  if (values.chapter === undefined) throw new ArgumentError(BOTH_REQUIRED);
+  if (values.chapter === undefined) {
+    if (needsPrompt) throw new ArgumentError(BOTH_REQUIRED);
+    throw new ArgumentError(
+      "--chapter is required",
+      `${flags.demo ? "--demo" : "--replay"} needs no --prompt, but the chapter to run: --chapter N (1 to ${LAST_CHAPTER})`,
+    );
+  }
   if (needsPrompt && !hasPrompt) throw missingPrompt(entry);
+  // The demo's task and temporary workspace are its own: a reader's would be silently ignored.
+  const ignored = (["--workspace", "--prompt", "--prompt-file", "--replay"] as const).filter(
+    (name) => flags.demo && values[VALUE_OPTIONS[name]] !== undefined,
+  );
+  if (ignored.length > 0) {
+    throw new ArgumentError(
+      `--demo brings its own task and temporary workspace: leave out ${ignored.join(" and ")}`,
+      entry === undefined ? undefined : `the demo alone: npm run demo:${entry}`,
+    );
+  }
   if (values.prompt !== undefined && values.promptFile !== undefined) {
     throw new ArgumentError("--prompt and --prompt-file cannot be used together");
   }
   return {
     ...flags,
-    chapter: wholeNumber("--chapter", values.chapter, 1, 99),
+    chapter: chapterNumber(values.chapter),
     ...optional("prompt", values.prompt),
     ...optional("promptFile", values.promptFile),
     ...optional("workspace", values.workspace),
@@ -128,6 +147,18 @@ function splitInline(arg: string): [string, string | undefined] {
   return arg.startsWith("--") && at > 2 ? [arg.slice(0, at), arg.slice(at + 1)] : [arg, undefined];
 }
 
+/** `5`, `05` or `ch05` (as the chapter's own script is named); a number past this snapshot's is the profiles' to refuse. */
+function chapterNumber(text: string): number {
+  const match = /^(?:ch)?(\d{1,2})$/i.exec(text);
+  const chapter = match === null ? 0 : Number(match[1]);
+  if (chapter < 1) {
+    throw new ArgumentError(
+      `--chapter must be a chapter number from 1 to ${LAST_CHAPTER} (${LAST_CHAPTER} or ch0${LAST_CHAPTER}), not "${text.slice(0, 40)}"`,
+    );
+  }
+  return chapter;
+}
+
 function wholeNumber(name: string, text: string, min: number, max: number): number {
   if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
     throw new ArgumentError(`${name} must be a whole number from ${min} to ${max}, not "${text.slice(0, 40)}"`);
@@ -145,9 +176,12 @@ export function helpText(entry: string | undefined): string {
     entry === undefined
       ? "npm run agent-tutorial -- run --chapter <1|2|3|4|5|6|7> --prompt <text> [选项]"
       : `npm run ${entry} -- --prompt <text> [选项]`;
+  // A fixed entry has its chapter already: its help offers no --chapter, and names its demo script.
+  const chapter =
+    entry === undefined ? "\n      --chapter <n>        用第 n 章的配置运行 (固定入口 npm run chNN 已经带上)" : "";
+  const demo = entry === undefined ? "" : ` (或 npm run demo:${entry})`;
   return `用法: ${usage}
-
-      --chapter <n>        用第 n 章的配置运行 (固定入口 npm run chNN 已经带上)
+${chapter}
   -p, --prompt <text>      交给智能体的任务
       --prompt-file <file> 从文件读任务 (UTF-8 或 UTF-16, 最大 1 MiB; 多行任务用它)
   -w, --workspace <dir>    智能体工作的文件夹 (默认: 运行 npm 的目录)
@@ -155,7 +189,7 @@ export function helpText(entry: string | undefined): string {
       --base-url <url>     OpenAI 兼容接口地址 (代替 OPENAI_BASE_URL)
       --max-turns <n>      主 Agent 最多调用模型几次 (默认: 20); 另外每个 task 子 Agent
                            各自最多调用 30 次, 每次运行最多 20 个子 Agent
-      --demo               不需要密钥: 在临时工作区里回放本章的演示
+      --demo               不需要密钥: 在临时工作区里回放本章的演示${demo}
       --replay <file>      用录制的 transcript 代替模型, 离线回放
       --transcript <file>  把整段对话历史写成 JSON
   -q, --quiet              只输出最终回答
