@@ -4,8 +4,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { OpenAIChatModel, toOpenAIMessage } from "../src/adapters/openai-chat.js";
-import { buildAgent } from "../src/bootstrap.js";
-import { AgentRunError, ModelCallError } from "../src/core/loop.js";
+import { AgentRunError, AgentRunner, ModelCallError } from "../src/core/loop.js";
 import {
   assistantMessage,
   MessageContractError,
@@ -16,8 +15,9 @@ import {
   type ChatMessage,
 } from "../src/core/messages.js";
 import type { ModelRequest } from "../src/core/model.js";
-import { P01 } from "../src/core/profiles.js";
 import type { OpenAIToolSchema } from "../src/core/model.js";
+import { PermissionPolicy } from "../src/core/permissions.js";
+import { createChapterOneTools } from "../src/features/builtin-tools.js";
 import { commandResult, CountingApproval, FakeCommandRunner } from "./support/fakes.js";
 import {
   apiError,
@@ -417,7 +417,8 @@ describe("OpenAIChatModel against a loopback OpenAI-compatible server", () => {
   });
 });
 
-describe("the book's two-turn exchange, through buildAgent, the SDK and the loopback server", () => {
+// That buildAgent(P01) gives the loop this prompt, this tool and this confirmation is ch01-loop.test.ts's to check.
+describe("the book's two-turn exchange, through chapter 1's loop, the SDK and the loopback server", () => {
   it("sends exactly the book's two request bodies for `运行 Write-Output 42，并告诉我结果`", async () => {
     const workspace = await realpath(await mkdtemp(join(tmpdir(), "ch01-openai-")));
     folders.push(workspace);
@@ -458,19 +459,19 @@ describe("the book's two-turn exchange, through buildAgent, the SDK and the loop
     server = loopback;
     const runner = new FakeCommandRunner(commandResult({ output: "42" }));
     const approval = new CountingApproval(true);
-    const agent = buildAgent(P01, {
-      model: modelFor(loopback, { model: "gpt-4.1" }),
-      workspace,
-      commandRunner: runner,
-      approvalProvider: approval,
-    });
-
-    const result = await agent.run("运行 Write-Output 42，并告诉我结果");
-
     const system = {
       role: "system",
       content: "You are a coding agent. Use tools when needed, inspect their results, and answer accurately.",
     };
+    const agent = new AgentRunner({
+      model: modelFor(loopback, { model: "gpt-4.1" }),
+      tools: createChapterOneTools(runner),
+      systemPrompt: system.content,
+      workspace,
+      permissionPolicy: new PermissionPolicy({ approval }),
+    });
+
+    const result = await agent.run("运行 Write-Output 42，并告诉我结果");
     const user = { role: "user", content: "运行 Write-Output 42，并告诉我结果" };
     const tools = [SHELL_TOOL];
     expect(loopback.requests).toStrictEqual([
