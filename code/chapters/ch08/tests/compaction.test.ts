@@ -1,8 +1,9 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import fs, {
   existsSync,
   lstatSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -1225,6 +1226,31 @@ describe("the transcript (rule 20)", () => {
     expect(text).toContain("😀");
     expect(text).not.toMatch(/\\u(?!0001)/);
     expect(summarizer.inputs).toEqual([history]);
+  });
+
+  it("writes $ and ` as JSON escapes, so a shell handed the transcript expands nothing the model wrote", async () => {
+    const history: ChatMessage[] = [
+      userMessage("echo $(touch user-ran) `touch user-ran-2`"),
+      assistantMessage("$(touch model-ran); `touch model-ran-2` ${HOME}", [
+        toolCall("call_1", "shell", '{"command":"$(touch args-ran)"}'),
+      ]),
+      toolMessage("`touch result-ran` \\$(touch escaped-ran)", "call_1"),
+    ];
+    const { manager } = fixture();
+    const { transcript } = await manager.compactProactively(history);
+    const text = readFileSync(transcript.path, "utf8");
+    expect(text).not.toMatch(/[$`]/);
+    expect(text).toContain('"content":"$(touch model-ran)'.replace("$", "\\u0024"));
+    const lines = text.slice(0, -1).split("\n");
+    expect(lines.map((line) => JSON.parse(line) as unknown)).toEqual(history.map(toOpenAIMessage));
+    expect(Buffer.byteLength(text)).toBe(historyUtf8Bytes(history));
+    const shellFolder = mkdtempSync(join(tmpdir(), "transcript-shell-"));
+    try {
+      spawnSync("sh", [transcript.path], { cwd: shellFolder, stdio: "ignore", timeout: 10_000 });
+      expect(readdirSync(shellFolder)).toEqual([]);
+    } finally {
+      rmSync(shellFolder, { recursive: true, force: true });
+    }
   });
 
   it("is an empty file for an empty history", async () => {

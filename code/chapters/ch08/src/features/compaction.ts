@@ -306,10 +306,19 @@ function stableJson(value: unknown): string {
 /** The loop's messages are frozen and never replaced, so each one's line is made once; anyone else's, every time. */
 const lines = new WeakMap<ChatMessage, string>();
 
+/**
+ * `$` and `` ` `` as JSON escapes. A transcript is a file the runtime saves unasked, full of the model's words, and a
+ * shell handed it (`sh transcript-….jsonl`, one approval that shows only the file name) expands `$(…)` and backticks
+ * even inside the double quotes JSON puts around every string. Both occur only inside strings, so each line still
+ * parses to the same message; `;`, `|` and `&` stay inside those quotes, where a shell reads them as text.
+ */
+const SHELL_EXPANSION = /[$`]/g;
+const inert = (json: string): string => json.replace(SHELL_EXPANSION, (char) => (char === "$" ? "\\u0024" : "\\u0060"));
+
 function messageLine(message: ChatMessage): string {
   let line = lines.get(message);
   if (line === undefined) {
-    line = `${stableJson(wireMessage(message))}\n`;
+    line = `${inert(stableJson(wireMessage(message)))}\n`;
     if (Object.isFrozen(message)) lines.set(message, line);
   }
   return line;
