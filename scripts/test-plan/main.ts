@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { reportGuides, withReused } from "../verify-guides.js";
-import { testsAffectedBy, writeCost } from "./cost.js";
+import { recordDurations, testsAffectedBy, writeCost } from "./cost.js";
 import { writeCountCache } from "./count-cache.js";
 import { testPlan, type PlanEntry, type TestPlan } from "./plan.js";
 
@@ -114,6 +114,8 @@ function runPlanned(plan: TestPlan): number {
     ranCounts.set(chapter, (ranCounts.get(chapter) ?? new Map<string, number>()).set(file.join("/"), run.tests));
   }
   writeCountCache(repository, plan, ranCounts);
+  // Each file's own time, for the seconds in docs/snapshots.md's cost table (npm run -s test:plan -- --write-docs).
+  recordDurations(repository, new Map([...runs].map(([key, run]) => [key, run.ms])));
   const guidesAgree = reportGuides(repository, withReused(ranCounts, plan.entries), plan);
   const skipped = report.numPendingTests + report.numTodoTests;
   console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped`);
@@ -150,8 +152,11 @@ function main(argv: readonly string[]): number {
     return 0;
   }
   if (argv.includes("--write-docs")) {
-    writeCost(repository, plan);
-    console.log("Wrote the test-plan-cost table in docs/snapshots.md; review its diff.");
+    const { timed, runs } = writeCost(repository, plan);
+    console.log(
+      `Wrote the test-plan-cost table in docs/snapshots.md and its seconds in docs/test-seconds.json ` +
+        `(${timed} of the ${runs} runs the plan makes have a recorded time; npm test records them all); review the diff.`,
+    );
     return 0;
   }
   if (argv.includes("--json")) {
