@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { narrated, prepareDemo } from "../src/cli/demo.js";
 import { runCli } from "../src/cli.js";
 import { assistantMessage, toolCall, type AssistantMessage } from "../src/core/messages.js";
@@ -26,6 +26,28 @@ const demoRoots: string[] = [];
 
 afterEach(async () => {
   await Promise.all(demoRoots.splice(0).map((root) => rm(root, { recursive: true, force: true })));
+});
+
+/**
+ * Each test's demos make their temporary folders in a folder of the test's own (os.tmpdir() reads these variables,
+ * and a demo started as a program inherits them), removed after the test whether it passed or failed: a failing
+ * test leaves no agent-tutorial-demo-* folder behind.
+ */
+const TMP_VARIABLES = ["TMPDIR", "TMP", "TEMP"] as const;
+const machineTmp = tmpdir();
+const savedTmp = TMP_VARIABLES.map((name) => process.env[name]);
+let ownTmp = "";
+beforeEach(() => {
+  ownTmp = mkdtempSync(join(machineTmp, "demo-test-"));
+  for (const name of TMP_VARIABLES) process.env[name] = ownTmp;
+});
+afterEach(async () => {
+  TMP_VARIABLES.forEach((name, index) => {
+    const saved = savedTmp[index];
+    if (saved === undefined) Reflect.deleteProperty(process.env, name);
+    else process.env[name] = saved;
+  });
+  await rm(ownTmp, { recursive: true, force: true });
 });
 
 /** The environment of a reader with no key at all. */
@@ -385,5 +407,46 @@ describe.skipIf(!ptyOk)("the chapter 3 demo on a terminal", () => {
     expect(output).toContain(HARD_DENY);
     expect(readdirSync(workspace).sort()).toEqual(["README.md", "chapters"]);
     expect(existsSync(join(dirname(workspace), "outside.txt"))).toBe(false);
+  });
+});
+
+describe("an interrupted demo", () => {
+  it("Ctrl-C says where the demo's temporary folder is before the process ends, and the folder lies in this test's own", async () => {
+    const exit = vi.spyOn(process, "exit").mockImplementation((() => undefined) as never);
+    const before = new Set(process.listeners("SIGINT"));
+    const stderr = new Sink();
+    // Ctrl-C as the first call's row appears: the run's handler is in place from before the first request.
+    let interrupted = false;
+    stderr.on("text", () => {
+      const handler = process.listeners("SIGINT").find((listener) => !before.has(listener));
+      if (interrupted || handler === undefined || !stderr.text.includes("\n→ ")) return;
+      interrupted = true;
+      handler("SIGINT");
+    });
+    let exits: unknown[][];
+    try {
+      const stdin = new PassThrough();
+      stdin.end();
+      const io = {
+        env: keyless(),
+        cwd: ownTmp,
+        stdin,
+        stdinIsTTY: false,
+        stdout: new Sink(),
+        stderr,
+        stderrIsTTY: false,
+      };
+      await runCli(["run", "--chapter", "3", "--demo"], io, "ch03");
+    } finally {
+      exits = [...exit.mock.calls];
+      exit.mockRestore();
+    }
+    expect(exits).toEqual([[130]]);
+    const workspace = /演示工作区: (\S+)/.exec(stderr.text)?.[1] ?? "";
+    expect(dirname(dirname(workspace))).toBe(ownTmp);
+    const lines = stderr.text.split("\n");
+    const at = lines.indexOf("已中断，正在停止本次运行启动的所有命令。");
+    expect(at).toBeGreaterThan(0);
+    expect(lines[at + 1]).toBe(`演示工作区所在的临时文件夹：${dirname(workspace)}（可以删除）。`);
   });
 });

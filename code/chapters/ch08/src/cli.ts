@@ -237,7 +237,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
         terminal.line(`[Compaction] request history summarized: ${before} -> ${after} bytes`);
       },
     });
-    stopOnSignals = exitOnSignals(terminal);
+    stopOnSignals = exitOnSignals(terminal, demo === undefined ? undefined : demoFolderLine(demo.root));
     const result = await agent.run(prompt);
     terminal.clearStatus();
     io.stdout.write(`${shownAnswer(result.finalText)}\n`);
@@ -270,7 +270,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     }
   }
   // The temp folder outlives the run: said last, with --quiet and after a failure too, so the reader can remove it.
-  if (demo !== undefined) terminal.line(`演示工作区所在的临时文件夹：${demo.root}（可以删除）。`);
+  if (demo !== undefined) terminal.line(demoFolderLine(demo.root));
   return code;
 }
 
@@ -321,6 +321,11 @@ function inRows(terminal: Terminal, own: string, text: string): void {
   else for (const row of wrapped(`${own}${text}`, 0)) terminal.line(row);
 }
 
+/** The demo's last line, after it ends or is interrupted: the temporary folder it leaves, for the reader to remove. */
+function demoFolderLine(root: string): string {
+  return `演示工作区所在的临时文件夹：${root}（可以删除）。`;
+}
+
 /** Exit codes for the signals that end a run: 128 + the signal's number, as a shell reports them. */
 const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
 
@@ -329,12 +334,14 @@ const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
  * PowerShell adapter's exit hook, which kills every running command's process tree: nothing it started
  * outlives the agent. Returns the function that removes the handlers again.
  */
-function exitOnSignals(terminal: Terminal): () => void {
+function exitOnSignals(terminal: Terminal, lastLine?: string): () => void {
   const removers = Object.entries(SIGNAL_EXIT_CODES).map(([signal, code]) => {
     const handler = (): void => {
       // No running call's status after this: the process ends here.
       terminal.idle();
       if (signal === "SIGINT") terminal.line("已中断，正在停止本次运行启动的所有命令。");
+      // A demo's temporary folder outlives an interrupted run too: the reader is told where it is.
+      if (lastLine !== undefined) terminal.line(lastLine);
       process.exit(code);
     };
     process.on(signal, handler);
