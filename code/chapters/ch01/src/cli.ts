@@ -1,22 +1,26 @@
 import { join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
-import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, missingPrompt, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { AnswerInput } from "./cli/answer-input.js";
 import { askApproval } from "./cli/approval-question.js";
 import { wrapped } from "./cli/approval-view.js";
-import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
+import type { DemoSetup } from "./cli/demo.js";
 import { modelTextRows, progressListener, showingModelText } from "./cli/progress.js";
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
-import { readTranscript, writeTranscript } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
 import { AgentRunError, type AgentRunner, type AuthorizationRequest, type ToolAuthorizer } from "./core/loop.js";
 import type { ModelClient } from "./core/model.js";
 import { profileForChapter, UnknownChapterError } from "./core/profiles.js";
+
+// A run loads what it uses when it uses it: `--help`, an argument error and a configuration error load no SDK, no
+// yaml and no feature module (the composition root, the demo and the transcript codec import them).
+const composition = () => import("./bootstrap.js");
+const demoScript = () => import("./cli/demo.js");
+const transcripts = () => import("./cli/transcript.js");
 
 /** Everything the CLI touches from the outside world, injectable for tests. */
 export interface CliIO {
@@ -109,16 +113,22 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // Reading the terminal from here on drops what was typed while the run started, before any question.
     authorizer = new TerminalAuthorizer(io.stdin, terminal, io.stdinIsTTY);
     const profile = profileForChapter(options.chapter ?? 0);
-    demo = options.demo ? await prepareDemo(profile.chapter) : undefined;
+    demo = options.demo ? await (await demoScript()).prepareDemo(profile.chapter) : undefined;
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
-    const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
+    const recording =
+      options.replay === undefined
+        ? undefined
+        : await (await transcripts()).readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;
     // The folder is checked before the key is read, so a wrong --workspace costs nothing and says so alone.
     const workspace = demo?.workspace ?? workspaceFolder(options.workspace, base);
     // Like --transcript, relative to the folder npm was run from; read before the key, so a wrong file costs nothing.
     const fromFile =
       options.promptFile === undefined ? undefined : await readPromptFile(resolve(base, options.promptFile));
-    const replayed = script === undefined ? createModel(options, io, base, terminal) : replayModel(script.messages);
+    const replayed =
+      script === undefined
+        ? await createModel(options, io, base, terminal)
+        : (await composition()).replayModel(script.messages);
     // The demo says what each step is for before its calls run; a real run (or a replay) shows what the model said
     // beside its calls. Like the progress lines, --quiet leaves both out.
     const model = options.quiet
@@ -127,7 +137,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
         ? showingModelText(replayed, (text) => {
             for (const row of modelTextRows(text)) terminal.line(terminal.dim(row));
           })
-        : narrated(replayed, (text) => {
+        : (await demoScript()).narrated(replayed, (text) => {
             for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
           });
     // A recording holds its task, so `--replay` needs no `--prompt`.
@@ -141,7 +151,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
         `警告: ${visible(exposedEnv)} 在工作区里, 模型可以用工具读到其中的密钥; 把 .env 放到工作区外, 或用 --workspace 指定别的文件夹。`,
       );
     }
-    agent = buildAgent(profile, {
+    agent = (await composition()).buildAgent(profile, {
       model,
       workspace,
       authorizer,
@@ -164,6 +174,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
   if (options?.transcript !== undefined && history.length > 0) {
     const path = resolve(base, options.transcript);
     try {
+      const { writeTranscript } = await transcripts();
       await writeTranscript(path, { chapter: options.chapter ?? 0, messages: history });
     } catch (error) {
       terminal.line(`运行失败: cannot write the transcript to ${oneLine(path)}: ${oneLine((error as Error).message)}`);
@@ -236,7 +247,7 @@ function exitOnSignals(terminal: Terminal, lastLine?: string): () => void {
  * environment win over the file, as with every .env loader; a `.env` inside the workspace chooses no endpoint
  * for a key from elsewhere).
  */
-function createModel(options: CliOptions, io: CliIO, base: string, terminal: Terminal): ModelClient {
+async function createModel(options: CliOptions, io: CliIO, base: string, terminal: Terminal): Promise<ModelClient> {
   const dotEnv = {
     path: join(base, ".env"),
     values: readDotEnv(base),
@@ -250,7 +261,7 @@ function createModel(options: CliOptions, io: CliIO, base: string, terminal: Ter
   // Before the first request, with --quiet too: where the key is about to be sent, and who chose that.
   terminal.line(settingsLine(settings, settingSources(io.env, dotEnv, flags)));
   // A retry replaces the waiting line, so a slow provider is not mistaken for a hung agent.
-  return openAIModel(settings, (attempt, attempts) => {
+  return (await composition()).openAIModel(settings, (attempt, attempts) => {
     if (!options.quiet) terminal.status(`等待模型回复 (第 ${attempt} 次尝试, 最多 ${attempts} 次)…`);
   });
 }

@@ -1,29 +1,19 @@
 import { join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
-import { buildAgent, openAIModel, replayModel } from "./bootstrap.js";
 import { ArgumentError, helpText, missingPrompt, parseCliArgs, type CliOptions } from "./cli/args.js";
 import { AnswerInput } from "./cli/answer-input.js";
 import { askApproval, UNSHOWABLE_REASON } from "./cli/approval-question.js";
 import { wrapped } from "./cli/approval-view.js";
-import { narrated, prepareDemo, type DemoSetup } from "./cli/demo.js";
+import type { DemoSetup } from "./cli/demo.js";
 import { demoHooks } from "./cli/demo-hooks.js";
 import { liveHooks } from "./cli/live-hooks.js";
 import { modelTextRows, progressListener, showingModelText, SUBAGENT_LEAD } from "./cli/progress.js";
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
-import {
-  readTranscript,
-  recordReplies,
-  replayedTurns,
-  ReplayRewrites,
-  writeTranscript,
-  type RecordedReply,
-} from "./cli/transcript.js";
+import type { RecordedReply } from "./cli/transcript.js";
 import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.js";
 import { workspaceFolder } from "./cli/workspace-folder.js";
-import { SkillError } from "./features/skills.js";
-import { DEFAULT_SUBAGENT_SYSTEM_PROMPT } from "./features/subagents.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
 import type { HookRegistry } from "./core/hooks.js";
 import { AgentRunError, type AgentRunner } from "./core/loop.js";
@@ -35,6 +25,12 @@ import {
 } from "./core/permissions.js";
 import type { ModelClient } from "./core/model.js";
 import { profileForChapter, UnknownChapterError, type ChapterProfile } from "./core/profiles.js";
+
+// A run loads what it uses when it uses it: `--help`, an argument error and a configuration error load no SDK, no
+// yaml and no feature module (the composition root, the demo and the transcript codec import them).
+const composition = () => import("./bootstrap.js");
+const demoScript = () => import("./cli/demo.js");
+const transcripts = () => import("./cli/transcript.js");
 
 /** Everything the CLI touches from the outside world, injectable for tests. */
 export interface CliIO {
@@ -152,9 +148,12 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // Reading the terminal from here on drops what was typed while the run started, before any question.
     approval = new TerminalApprovalProvider(io.stdin, terminal, io.stdinIsTTY);
     const profile = profileForChapter(options.chapter ?? 0);
-    demo = options.demo ? await prepareDemo(profile.chapter) : undefined;
+    demo = options.demo ? await (await demoScript()).prepareDemo(profile.chapter) : undefined;
     if (demo) terminal.line(`演示工作区: ${demo.workspace}`);
-    const recording = options.replay === undefined ? undefined : await readTranscript(resolve(base, options.replay));
+    const recording =
+      options.replay === undefined
+        ? undefined
+        : await (await transcripts()).readTranscript(resolve(base, options.replay));
     const script = demo?.transcript ?? recording;
     // The folder is checked before the key is read, so a wrong --workspace costs nothing and says so alone.
     const workspace = demo?.workspace ?? workspaceFolder(options.workspace, base);
@@ -164,19 +163,20 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     // A replay that runs hooks answers with the model's own calls and checks what the hooks make of them (a rewrite
     // applied once, as when it was recorded); one without hooks runs each call as the recording says it ran.
     const runsHooks = profile.capabilities.has("hooks");
-    const rewrites = script !== undefined && runsHooks ? new ReplayRewrites(script) : undefined;
-    const turns = script === undefined ? undefined : replayedTurns(script, runsHooks);
+    const rewrites = script !== undefined && runsHooks ? new (await transcripts()).ReplayRewrites(script) : undefined;
+    const turns = script === undefined ? undefined : (await transcripts()).replayedTurns(script, runsHooks);
     // From chapter 6 a subagent's request is answered only from the recorded subagent replies (none, if the
     // recording has no `replies`): the run's own turns never go to a child, nor a child's to the run.
     const answers =
       turns === undefined
-        ? createModel(options, io, base, terminal)
-        : replayModel(turns.turns, {
+        ? await createModel(options, io, base, terminal)
+        : (await composition()).replayModel(turns.turns, {
             cutShort: turns.cutShort,
             subagentTurns: turns.subagentTurns,
             summaryTurns: turns.summaryTurns,
           });
     const replayed = rewrites?.guard(answers) ?? answers;
+    const { DEFAULT_SUBAGENT_SYSTEM_PROMPT } = await import("./features/subagents.js");
     // The demo says what each step is for before its calls run; a real run (or a replay) shows what the model said
     // beside its calls, a subagent's marked as its progress rows are. Like the progress lines, --quiet leaves both out.
     const shown = options.quiet
@@ -186,12 +186,14 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
             const lead = request.messages[0]?.content === DEFAULT_SUBAGENT_SYSTEM_PROMPT ? SUBAGENT_LEAD : "";
             for (const row of modelTextRows(text, lead)) terminal.line(terminal.dim(row));
           })
-        : narrated(replayed, (text) => {
+        : (await demoScript()).narrated(replayed, (text) => {
             for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
           });
     // A subagent's replies are in no history the run keeps: a transcript that is to replay them records them all.
     const recorded =
-      options.transcript !== undefined && profile.capabilities.has("subagent") ? recordReplies(shown) : undefined;
+      options.transcript !== undefined && profile.capabilities.has("subagent")
+        ? (await transcripts()).recordReplies(shown)
+        : undefined;
     replies = recorded?.replies;
     const model = recorded?.model ?? shown;
     // A recording holds its task, so `--replay` needs no `--prompt`.
@@ -209,7 +211,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const hooks = profile.capabilities.has("hooks") ? chapterHooks(terminal, options.demo, profile.chapter) : undefined;
     // Last, so it sees what every other PreToolUse callback made of the call.
     if (rewrites !== undefined) hooks?.register("PreToolUse", rewrites.check);
-    agent = buildAgent(profile, {
+    agent = (await composition()).buildAgent(profile, {
       model,
       workspace,
       approvalProvider: approval,
@@ -244,7 +246,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     code = 0;
   } catch (error) {
     terminal.idle();
-    code = reportFailure(error, terminal);
+    code = await reportFailure(error, terminal);
   } finally {
     stopOnSignals?.();
     approval?.close();
@@ -258,6 +260,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
       if (replies !== undefined && recorded === undefined) {
         terminal.line("警告: 模型的回复太大, transcript 里没有 replies; 用 --replay 回放时子 Agent 会失败。");
       }
+      const { writeTranscript } = await transcripts();
       await writeTranscript(path, {
         chapter: options.chapter ?? 0,
         messages: history,
@@ -293,9 +296,19 @@ export function runProfile(profile: ChapterProfile, argv: readonly string[], io?
   return runCli(["run", "--chapter", chapter, ...argv], io, `ch${chapter.padStart(2, "0")}`);
 }
 
-function reportFailure(error: unknown, terminal: Terminal): number {
+/**
+ * A SkillError exists only once a run has loaded the skills feature, so only an error whose class is named SkillError
+ * (or extends one so named) loads the feature here.
+ */
+async function isSkillError(error: Error): Promise<boolean> {
+  let type: unknown = error.constructor;
+  while (typeof type === "function" && type.name !== "SkillError") type = Object.getPrototypeOf(type);
+  return typeof type === "function" && error instanceof (await import("./features/skills.js")).SkillError;
+}
+
+async function reportFailure(error: unknown, terminal: Terminal): Promise<number> {
   // A workspace Skill that cannot be used is found before any model call, like a missing setting.
-  if (error instanceof ConfigurationError || error instanceof SkillError) {
+  if (error instanceof ConfigurationError || (error instanceof Error && (await isSkillError(error)))) {
     // A replay file's or a setting's text in the message must not start a line of its own either.
     inRows(terminal, "配置错误: ", oneLine(error.message));
     if (error instanceof ConfigurationError && error.hint !== undefined) inRows(terminal, "  ", oneLine(error.hint));
@@ -355,7 +368,7 @@ function exitOnSignals(terminal: Terminal, lastLine?: string): () => void {
  * environment win over the file, as with every .env loader; a `.env` inside the workspace chooses no endpoint
  * for a key from elsewhere).
  */
-function createModel(options: CliOptions, io: CliIO, base: string, terminal: Terminal): ModelClient {
+async function createModel(options: CliOptions, io: CliIO, base: string, terminal: Terminal): Promise<ModelClient> {
   const dotEnv = {
     path: join(base, ".env"),
     values: readDotEnv(base),
@@ -369,7 +382,7 @@ function createModel(options: CliOptions, io: CliIO, base: string, terminal: Ter
   // Before the first request, with --quiet too: where the key is about to be sent, and who chose that.
   terminal.line(settingsLine(settings, settingSources(io.env, dotEnv, flags)));
   // A retry replaces the waiting line, so a slow provider is not mistaken for a hung agent.
-  return openAIModel(settings, (attempt, attempts) => {
+  return (await composition()).openAIModel(settings, (attempt, attempts) => {
     if (!options.quiet) terminal.status(`等待模型回复 (第 ${attempt} 次尝试, 最多 ${attempts} 次)…`);
   });
 }
