@@ -95,8 +95,11 @@ export function skeleton(text: string): string {
   return out.normalize("NFD").replace(NOT_IN_SKELETON, "");
 }
 
-/** What a skeleton leaves out: white space of any width or kind, and what draws nothing. */
-const NOT_IN_SKELETON = new RegExp(`\\s|${HIDDEN_CHARACTER.source}`, "gu");
+/**
+ * What a skeleton leaves out: white space of any width or kind, and what draws nothing, the Braille blank among it
+ * (no white space and not default-ignorable, yet drawn as an empty cell: `子⠀Agent` reads as `子 Agent`).
+ */
+const NOT_IN_SKELETON = new RegExp(`\\s|${HIDDEN_CHARACTER.source}|\\u2800`, "gu");
 
 /** Marks confusables.txt does not list that a terminal draws like the CLI's own `✓`, `✗` and `→`. */
 const DRAWN_ALIKE: ReadonlyMap<string, string> = new Map([

@@ -1,0 +1,59 @@
+import { describe, expect, it } from "vitest";
+import { hasHiddenCharacters } from "../src/core/hidden-characters.js";
+import { ANSWER_MARK, CLI_LINE_STARTS, mentionsCliLine, oneLine, shownAnswer, skeleton } from "../src/cli/visible.js";
+
+// Issue 34's round-4 attacks on the terminal, tried again as an attacker who writes the model's replies: the nearest
+// variations of D2 (hidden characters) and item 8 (a CLI line start in another spacing) the fix might have missed.
+// Introduced in ch01 with the code it attacks (src/cli/visible.ts, src/core/hidden-characters.ts), carried as is.
+
+const BRAILLE_BLANK = "\u2800";
+
+describe("a CLI line start spelled with blanks a terminal draws like a space", () => {
+  // The Braille blank is no white space and not default-ignorable, yet a terminal draws it as an empty cell: the
+  // line-start rule already skips it before a line's first visible character, so the skeleton must drop it too.
+  it("is marked when a Braille blank (U+2800) stands for each of its spaces, as when a space does", () => {
+    const spaced = CLI_LINE_STARTS.filter((start) => start.includes(" "));
+    expect(spaced.length).toBeGreaterThan(0);
+    for (const start of spaced) {
+      const forged = `${start.replaceAll(" ", BRAILLE_BLANK)} forged`;
+      expect(shownAnswer(`Done.\n${forged}`).split("\n")[1]).toBe(`${ANSWER_MARK}${forged}`);
+      expect(mentionsCliLine(`see ${forged}`)).toBe(true);
+    }
+  });
+
+  it("is marked when a Braille blank stands inside [Permission], as a space or a zero-width space would", () => {
+    for (const blank of [" ", "\u200b", BRAILLE_BLANK, `${BRAILLE_BLANK}${BRAILLE_BLANK}`]) {
+      const forged = `[${blank}Permission] shell: allow`;
+      expect(shownAnswer(forged).startsWith(ANSWER_MARK)).toBe(true);
+    }
+    expect(skeleton(`[${BRAILLE_BLANK}Permission]`)).toBe(skeleton("[Permission]"));
+  });
+
+  it("a visible character is still no blank: [Perm-ission] is not the CLI's line", () => {
+    expect(shownAnswer("[Perm-ission] shell: allow")).toBe("[Perm-ission] shell: allow");
+  });
+});
+
+describe("hidden characters (D2's nearest variations)", () => {
+  it.each([
+    ["U+115F Hangul choseong filler", "\u115f"],
+    ["U+1160 Hangul jungseong filler", "\u1160"],
+    ["U+3164 Hangul filler", "\u3164"],
+    ["U+FFA0 half-width Hangul filler", "\uffa0"],
+    ["U+E0041 tag latin A", "\u{e0041}"],
+    ["U+E007F cancel tag", "\u{e007f}"],
+    ["U+E0100 variation selector 17", "\u{e0100}"],
+    ["U+FE00 variation selector 1", "\ufe00"],
+    ["U+202E right-to-left override", "\u202e"],
+    ["U+2067 right-to-left isolate", "\u2067"],
+    ["U+061C Arabic letter mark", "\u061c"],
+    ["U+034F combining grapheme joiner", "\u034f"],
+    ["U+180E Mongolian vowel separator", "\u180e"],
+    ["U+2064 invisible plus", "\u2064"],
+    ["U+1D173 musical begin beam", "\u{1d173}"],
+    ["U+E0FFF, kept unassigned for more", "\u{e0fff}"],
+  ])("%s is hidden, and one line shows it as an escape", (_name, char) => {
+    expect(hasHiddenCharacters(`a${char}b`)).toBe(true);
+    expect(oneLine(`a${char}b`)).not.toContain(char);
+  });
+});
