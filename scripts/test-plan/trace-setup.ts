@@ -25,6 +25,14 @@ interface WorkerState {
 const touched = new Set<string>();
 installFsRecorder((path: string) => touched.add(path));
 
+// Every temporary folder the test file makes, a demo's agent-tutorial-demo-* included (in this process or in one it
+// starts, which inherits these variables), lies in one folder of the file's own, removed when the file ends, passed
+// or failed: a failing test leaves nothing behind in the machine's temporary folder.
+// A worker may run several files: each one's folder is made in the machine's, not in the last file's (gone by now).
+process.env.AGENT_TEST_MACHINE_TMP ??= tmpdir();
+const ownTmp = mkdtempSync(join(process.env.AGENT_TEST_MACHINE_TMP, "agent-test-tmp-"));
+for (const name of ["TMPDIR", "TMP", "TEMP"]) process.env[name] = ownTmp;
+
 // Node processes the test starts record what they load and open into this folder (child-trace.mjs).
 const traceDir = mkdtempSync(join(tmpdir(), "agent-test-trace-"));
 process.env[TRACE_DIR_VARIABLE] = traceDir;
@@ -52,7 +60,7 @@ afterAll(({}, suite) => {
   const { chapter, tests } = inject("testInputs");
   const testFile = relative(join(chaptersRoot, chapter), suite.file.filepath).split(sep).join("/");
   const paths = [...touched, ...evaluatedFiles(), ...childTouches()];
-  rmSync(traceDir, { recursive: true, force: true });
+  rmSync(ownTmp, { recursive: true, force: true });
   const problems = undeclaredTouches(paths, chapter, testFile, tests[testFile]);
   if (problems.length > 0) {
     throw new Error(
