@@ -19,6 +19,8 @@ export interface Row {
 }
 
 export function formatValue(value: number, kind: Kind): string {
+  // A per-round difference (what one command adds to another) can come out below zero when the two are noise apart.
+  if (value < 0) return `−${formatValue(-value, kind)}`;
   if (kind === "memory") return `${(value / 2 ** 20).toFixed(1)} MiB`;
   if (kind === "rate") return `${value.toFixed(0)}/s`;
   if (value < 1e3) return `${value.toFixed(0)} ns`;
