@@ -1,0 +1,107 @@
+import { mkdtempSync, readdirSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
+import { toolCall } from "../src/core/messages.js";
+import { ToolRegistry, type ToolContext, type ToolResult } from "../src/core/tools.js";
+import { createChapterTwoTools } from "../src/features/builtin-tools.js";
+import { CompactionManager, type HistorySummarizer } from "../src/features/compaction.js";
+import { TodoTracker } from "../src/features/todos.js";
+import { FakeCommandRunner } from "./support/fakes.js";
+
+// Issue 34 E1's nearest variations, tried as an attacker who writes the model's replies: every result whose text the
+// model chooses, made as large in UTF-8 as its bound allows (three bytes a unit, `$(…)` in it), stays far under the
+// 30,000-byte threshold, and a reply of 32 of the largest beside 224 refused calls saves nothing to disk.
+
+let ws: string;
+beforeEach(() => {
+  ws = realpathSync(mkdtempSync(join(tmpdir(), "round4-artifacts-")));
+});
+afterEach(() => {
+  rmSync(ws, { recursive: true, force: true });
+});
+
+const WIDE = "\uffff"; // three UTF-8 bytes in one UTF-16 unit: the most bytes a unit-counted cut lets through
+const SHELL = "$(touch pwned)`id`;";
+const noSummary: HistorySummarizer = {
+  summarize: () => Promise.reject(new Error("no summary in this test")),
+};
+
+function registry(): ToolRegistry {
+  const tools = createChapterTwoTools(new FakeCommandRunner(), new NodeWorkspaceFileSystem());
+  tools.register(new TodoTracker().toolDefinition);
+  return tools;
+}
+
+/** The result the loop hands the processors for one call: prepare's error, or the handler's result. */
+async function run(tools: ToolRegistry, name: string, args: unknown): Promise<ToolResult> {
+  const prepared = tools.prepare(toolCall("call_1", name, JSON.stringify(args)));
+  if (prepared.error !== undefined) return prepared.error;
+  const context: ToolContext = { workspace: ws, identity: "round4" };
+  return tools.invoke(prepared, context);
+}
+
+const bytes = (result: ToolResult): number => Buffer.byteLength(result.content, "utf8");
+const manyKeys = Object.fromEntries(
+  Array.from({ length: 2_000 }, (_, index) => [`${SHELL}${WIDE.repeat(40)}${index}`, 1]),
+);
+const longPath = `${SHELL}${WIDE.repeat(20_000)}`;
+
+describe("every result the model's text can fill is bounded far below what chapter 8 saves", () => {
+  it.each([
+    [
+      "unknown_tool, a 30,000-unit name of wide characters",
+      async (tools: ToolRegistry) => run(tools, `${SHELL}${WIDE.repeat(30_000)}`, {}),
+    ],
+    [
+      "invalid_arguments, 2,000 unknown keys of wide characters",
+      async (tools: ToolRegistry) => run(tools, "read_file", { path: "a", ...manyKeys }),
+    ],
+    [
+      "invalid_arguments, todo_write's 2,000 unknown keys in one item",
+      async (tools: ToolRegistry) =>
+        run(tools, "todo_write", { todos: [{ content: "a", status: "pending", ...manyKeys }] }),
+    ],
+    [
+      "file_not_found, a 20,000-unit path of wide characters",
+      async (tools: ToolRegistry) => run(tools, "read_file", { path: longPath }),
+    ],
+    [
+      "write_file's error or success, a 20,000-unit path",
+      async (tools: ToolRegistry) => run(tools, "write_file", { path: longPath, content: "x" }),
+    ],
+    [
+      "glob, a 20,000-unit pattern of wide characters",
+      async (tools: ToolRegistry) => run(tools, "glob", { pattern: longPath }),
+    ],
+    [
+      "todo_write, a list of wide characters just over its bound",
+      async (tools: ToolRegistry) =>
+        run(tools, "todo_write", { todos: [{ content: WIDE.repeat(683), status: "pending" }] }),
+    ],
+    [
+      "todo_write, lone surrogates at its bound",
+      async (tools: ToolRegistry) =>
+        run(tools, "todo_write", { todos: [{ content: "\ud800".repeat(681), status: "pending" }] }),
+    ],
+  ])("%s: at most 4,096 bytes", async (_name, make) => {
+    const result = await make(registry());
+    expect(bytes(result)).toBeLessThanOrEqual(4_096);
+  });
+
+  it("a reply of 32 of the largest such results and 224 refused calls saves no file", async () => {
+    const tools = registry();
+    const largest = await run(tools, "read_file", { path: "a", ...manyKeys });
+    const refused =
+      "Error [tool_call_limit]: At most 32 tool calls run per reply; this one did not run. Call it again in the next turn.";
+    const results: ToolResult[] = [
+      ...Array.from({ length: 32 }, () => largest),
+      ...Array.from({ length: 224 }, () => ({ content: refused, isError: true, errorCode: "tool_call_limit" })),
+    ];
+    const manager = new CompactionManager({ workspace: ws, summarizer: noSummary });
+    const outcome = await manager.compactToolResults(results);
+    expect(outcome.artifacts).toEqual([]);
+    expect(readdirSync(ws)).toEqual([]);
+  });
+});
