@@ -1723,7 +1723,7 @@ describe("the runtime's own folder: ignored by git, and gone again after a faile
     return Object.getPrototypeOf(handle) as FileHandle;
   }
 
-  it("a new .agent_tutorial gets a .gitignore holding *, so git offers none of it; an existing folder is left as it is", async () => {
+  it("a new .agent_tutorial gets a .gitignore holding *, so git offers none of it; so does one that had none", async () => {
     const { manager } = fixture({ persistThresholdBytes: 10 });
     await manager.compactToolResults([toolSuccess("a result of some length")]);
     expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts"]);
@@ -1731,7 +1731,7 @@ describe("the runtime's own folder: ignored by git, and gone again after a faile
     const info = lstatSync(join(stateDir(), ".gitignore"));
     expect(info.isFile() && info.nlink === 1).toBe(true);
     if (POSIX) expect(info.mode & 0o777).toBe(0o600);
-    // Later batches write no second one, and a folder the runtime did not make gets none.
+    // Later batches write no second one, and a folder the runtime did not make gets one as well.
     await manager.compactToolResults([toolSuccess("another result of some length")]);
     expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts"]);
     rmSync(stateDir(), { recursive: true });
@@ -1739,7 +1739,7 @@ describe("the runtime's own folder: ignored by git, and gone again after a faile
     await fixture({ persistThresholdBytes: 10, idGenerator: counter("later") }).manager.compactToolResults([
       toolSuccess("a result of some length"),
     ]);
-    expect(readdirSync(stateDir())).toEqual(["artifacts"]);
+    expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts"]);
   });
 
   it("git status in a repository workspace shows nothing of .agent_tutorial", async () => {
@@ -1795,7 +1795,7 @@ describe("the runtime's own folder: ignored by git, and gone again after a faile
     const again = fixture({ idGenerator: () => "b", persistThresholdBytes: 10 });
     await again.manager.compactToolResults([toolSuccess("first result, long")]);
     await again.manager.compactToolResults([toolSuccess("second result, long")]).catch(() => undefined);
-    expect(readdirSync(stateDir()).sort()).toEqual(["artifacts", "notes.txt"]);
+    expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts", "notes.txt"]);
     expect(listing()).toEqual(["tool-result-b.txt"]);
   });
 

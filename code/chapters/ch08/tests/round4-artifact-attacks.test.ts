@@ -1,12 +1,13 @@
-import { mkdtempSync, readdirSync, realpathSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { toolCall } from "../src/core/messages.js";
-import { ToolRegistry, type ToolContext, type ToolResult } from "../src/core/tools.js";
+import { ToolRegistry, toolSuccess, type ToolContext, type ToolResult } from "../src/core/tools.js";
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
-import { CompactionManager, type HistorySummarizer } from "../src/features/compaction.js";
+import { ArtifactConflictError, CompactionManager, type HistorySummarizer } from "../src/features/compaction.js";
 import { TodoTracker } from "../src/features/todos.js";
 import { FakeCommandRunner } from "./support/fakes.js";
 
@@ -103,5 +104,53 @@ describe("every result the model's text can fill is bounded far below what chapt
     const outcome = await manager.compactToolResults(results);
     expect(outcome.artifacts).toEqual([]);
     expect(readdirSync(ws)).toEqual([]);
+  });
+});
+
+// D4's nearest variation: the runtime's folder was there before this run (a run before the ignore file existed, or a
+// repository that tracks a file in it), so no folder is made and, before this fix, no ignore file was written either.
+describe("an .agent_tutorial that was there before", () => {
+  const git = (...args: string[]): string =>
+    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.invalid", ...args], {
+      cwd: ws,
+      encoding: "utf8",
+    });
+  const state = (): string => join(ws, ".agent_tutorial");
+  const manager = (id: () => string = () => "a"): CompactionManager =>
+    new CompactionManager({ workspace: ws, summarizer: noSummary, persistThresholdBytes: 10, idGenerator: id });
+
+  it("gets the .gitignore too, so git status offers none of the artifacts (an empty folder, a tracked file in it)", async () => {
+    git("init", "--quiet");
+    mkdirSync(join(state(), "artifacts"), { recursive: true });
+    writeFileSync(join(state(), "artifacts", ".keep"), "");
+    git("add", ".agent_tutorial/artifacts/.keep");
+    git("commit", "--quiet", "-m", "theirs");
+    await manager().compactToolResults([toolSuccess("secret=hunter2 in a long enough result")]);
+    expect(readFileSync(join(state(), ".gitignore"), "utf8")).toBe("*\n");
+    expect(git("status", "--porcelain", "--untracked-files=all")).toBe("");
+    rmSync(state(), { recursive: true });
+    git("rm", "--quiet", "-r", "--cached", ".agent_tutorial");
+    git("commit", "--quiet", "-m", "gone");
+    mkdirSync(state());
+    await manager(() => "b").compactToolResults([toolSuccess("secret=hunter2 in a long enough result")]);
+    expect(git("status", "--porcelain", "--untracked-files=all")).toBe("");
+  });
+
+  it("keeps a .gitignore someone already put there, byte for byte", async () => {
+    mkdirSync(state());
+    writeFileSync(join(state(), ".gitignore"), "*\n!.gitignore\n");
+    await manager().compactToolResults([toolSuccess("a result of some length")]);
+    expect(readFileSync(join(state(), ".gitignore"), "utf8")).toBe("*\n!.gitignore\n");
+    expect(readdirSync(state()).sort()).toEqual([".gitignore", "artifacts"]);
+  });
+
+  it("is left as it was when the batch fails: the .gitignore this batch added is removed again", async () => {
+    mkdirSync(state());
+    writeFileSync(join(state(), "notes.txt"), "mine");
+    const error = await manager()
+      .compactToolResults([toolSuccess("first result, long"), toolSuccess("second result, long")])
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ArtifactConflictError);
+    if (process.platform === "linux") expect(readdirSync(state()).sort()).toEqual(["notes.txt"]);
   });
 });

@@ -766,7 +766,7 @@ interface MadeFolder {
 /**
  * `.agent_tutorial/artifacts` under the workspace, each level opened or made inside the one before, never through a
  * link: a link there (even to a folder inside) or a folder that resolves outside escapes the workspace; a file, a
- * FIFO or a failed mkdir means it could not be created. A new `.agent_tutorial` gets its `.gitignore` at once.
+ * FIFO or a failed mkdir means it could not be created. A `.agent_tutorial` without a `.gitignore` gets one at once.
  */
 function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAccess()): ArtifactFolder {
   let current: Folder;
@@ -777,14 +777,13 @@ function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAcc
   }
   const held: Folder[] = [current];
   const made: MadeFolder[] = [];
+  /** The `.gitignore` this call added to a `.agent_tutorial` that was there before, if it added one. */
+  let addedIgnore: { readonly folder: Folder; readonly file: BigIntStats } | undefined;
   const removeMade = (): void => {
+    if (addedIgnore !== undefined) removeIgnoreFile(addedIgnore.folder, addedIgnore.file);
+    addedIgnore = undefined;
     for (const entry of made.splice(0).reverse()) {
-      if (entry.ignoreFile !== undefined && entry.folder.fd !== undefined) {
-        const ignore = `/proc/self/fd/${entry.folder.fd}/.gitignore`;
-        if (sameFile(lstatSync(ignore, { bigint: true, throwIfNoEntry: false }), entry.ignoreFile)) {
-          removeQuietly(ignore);
-        }
-      }
+      if (entry.ignoreFile !== undefined) removeIgnoreFile(entry.folder, entry.ignoreFile);
       access.removeMade(entry.parent, entry.name, entry.folder);
     }
   };
@@ -809,6 +808,11 @@ function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAcc
         // Only its owner may list what the runtime saved there (tool output may hold secrets).
         chmodQuietly(next);
         if (name === ARTIFACT_FOLDERS[0]) entry.ignoreFile = writeIgnoreFile(next);
+      } else if (name === ARTIFACT_FOLDERS[0]) {
+        // There before this call (a run from before the ignore file, a repository that tracks a file in it): it gets
+        // the ignore file too, or git offers the artifacts. One someone already put there is theirs, left as it is.
+        const file = addMissingIgnoreFile(next);
+        if (file !== undefined) addedIgnore = { folder: next, file };
       }
       current = next;
     }
@@ -854,6 +858,26 @@ function writeIgnoreFile(folder: Folder): BigIntStats {
   } finally {
     closeSync(fd);
   }
+}
+
+/** `writeIgnoreFile` where no `.gitignore` is (not even a link or a folder by that name); its identity if written. */
+function addMissingIgnoreFile(folder: Folder): BigIntStats | undefined {
+  const path = folder.fd === undefined ? join(folder.path, ".gitignore") : `/proc/self/fd/${folder.fd}/.gitignore`;
+  if (lstatSync(path, { throwIfNoEntry: false }) !== undefined) return undefined;
+  try {
+    return writeIgnoreFile(folder);
+  } catch (error) {
+    // Made by someone else in between: theirs, as if it had been there.
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") return undefined;
+    throw error;
+  }
+}
+
+/** The `.gitignore` this call wrote into `folder`, removed again when it is still that very file (Linux only). */
+function removeIgnoreFile(folder: Folder, file: BigIntStats): void {
+  if (folder.fd === undefined) return;
+  const ignore = `/proc/self/fd/${folder.fd}/.gitignore`;
+  if (sameFile(lstatSync(ignore, { bigint: true, throwIfNoEntry: false }), file)) removeQuietly(ignore);
 }
 
 const WRITE_NEW =
