@@ -7,14 +7,25 @@ import { dirname, join } from "node:path";
 import { PassThrough } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { z } from "zod";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { buildAgent, replayModel } from "../src/bootstrap.js";
 import type { CliIO } from "../src/cli.js";
 import { prepareDemo } from "../src/cli/demo.js";
 import { demoHooks } from "../src/cli/demo-hooks.js";
-import { HookRegistry, HookResult, type HookCallback, type HookEvent } from "../src/core/hooks.js";
-import { AgentLimitError, AgentRunner, HookRunError, type RunResult } from "../src/core/loop.js";
-import { systemMessage, userMessage, validateToolPairing, type ChatMessage } from "../src/core/messages.js";
+import { ReplayRewrites } from "../src/cli/transcript.js";
+import { HookContext, HookRegistry, HookResult, type HookCallback, type HookEvent } from "../src/core/hooks.js";
+import { AgentLimitError, AgentRunner, HookRunError, ModelCallError, type RunResult } from "../src/core/loop.js";
+import {
+  assistantMessage,
+  systemMessage,
+  toolCall,
+  toolMessage,
+  userMessage,
+  validateToolPairing,
+  type ChatMessage,
+  type ToolCall,
+} from "../src/core/messages.js";
 import type { ModelReply } from "../src/core/model.js";
 import type { AuditSink, PermissionDecision, PermissionRequest } from "../src/core/permissions.js";
 import { P01, P02, P03, P04, profileForChapter } from "../src/core/profiles.js";
@@ -1165,6 +1176,96 @@ describe("rule 5 through the CLI: the record says what ran", () => {
       `配置错误: transcript ${transcript} rewritten_arguments[0] names "call_x", which is no tool call of messages[1]`,
     ]);
     expect(readdirSync(workspace)).toEqual(["README.md"]);
+  });
+});
+
+describe("rule 5 on replay: ReplayRewrites.check, call by call", () => {
+  /** A read tool whose one field is optional, so `""` (no arguments at all) is a valid call of it. */
+  const NOTE = {
+    name: "note",
+    description: "Takes an optional text.",
+    inputSchema: z.strictObject({ text: z.string().optional() }),
+    effect: "read" as const,
+    handler: () => Promise.resolve(toolSuccess("noted")),
+  };
+  const tools = new ToolRegistry();
+  tools.register(NOTE);
+
+  /** `sent` as the registry prepares it, with the arguments the hooks before `check` made of it. */
+  function prepared(sent: ToolCall, hooked?: Record<string, unknown>): ValidToolCall {
+    const valid = tools.prepare(sent);
+    if (valid.error !== undefined) throw new Error(valid.error.content);
+    return hooked === undefined ? valid : { ...valid, arguments: hooked };
+  }
+  /**
+   * A recording whose one turn asked for `sent`, which ran with `ran` when given (a hook rewrote it then), and that
+   * turn's call: the message holds its own copy, and a replay's calls are the recorded messages' own.
+   */
+  function recording(sent: ToolCall, ran?: string): { rewrites: ReplayRewrites; recorded: ToolCall } {
+    const turn = assistantMessage(null, [sent]);
+    const recorded = turn.toolCalls[0] as ToolCall;
+    const messages = [userMessage("x"), turn, toolMessage(sent.id, "noted")];
+    const rewrittenArguments = new Map(ran === undefined ? [] : [[recorded, ran] as const]);
+    return { rewrites: new ReplayRewrites({ chapter: 4, messages, rewrittenArguments }), recorded };
+  }
+  /** What the model reads in place of a call that does not run. */
+  const DIVERGED = {
+    content:
+      "Error [replay_diverged]: The PreToolUse hooks changed these arguments otherwise than in the recorded run; " +
+      "the call did not run",
+    isError: true,
+    errorCode: "replay_diverged",
+  };
+  const check = (rewrites: ReplayRewrites, call: ValidToolCall): Promise<HookResult> =>
+    Promise.resolve(rewrites.check(new HookContext({ event: "PreToolUse", prepared: call })));
+
+  it("a call no recorded turn holds (a child's, from chapter 6) passes as the hooks made it", async () => {
+    const sent = toolCall("call_n", "note", '{"text":"a"}');
+    // The same id, name and arguments, but no call of the recording: a child's turn replayed as it came.
+    const result = await check(recording(sent).rewrites, prepared(sent, { text: "rewritten" }));
+    expect(result.blockingError).toBeUndefined();
+    expect(result.updatedInput).toBeUndefined();
+  });
+
+  it('a call the model sent with no arguments ("") reads as {} and runs as it came', async () => {
+    const { rewrites, recorded } = recording(toolCall("call_n", "note", ""));
+    const result = await check(rewrites, prepared(recorded));
+    expect(result.blockingError).toBeUndefined();
+    expect(result.updatedInput).toBeUndefined();
+  });
+
+  it.each([
+    ["the tool's schema does not read", '{"text":5}'],
+    ["is no JSON", '{"text":'],
+  ])(
+    "a recorded rewrite %s matches nothing: the model's own arguments do not run (replay_diverged)",
+    async (_name, ran) => {
+      const { rewrites, recorded } = recording(toolCall("call_n", "note", '{"text":"a"}'), ran);
+      const result = await check(rewrites, prepared(recorded));
+      expect(result.updatedInput).toBeUndefined();
+      expect(result.blockingError).toEqual(DIVERGED);
+    },
+  );
+
+  it("after a divergence the replay's next request is refused without asking the model, naming at most 64 characters of the call's id", async () => {
+    const id = `${"i".repeat(64)}TAIL`;
+    const { rewrites, recorded } = recording(toolCall(id, "note", '{"text":"a"}'), '{"text":"b"}');
+    let asked = 0;
+    const model = rewrites.guard({
+      complete: () => {
+        asked += 1;
+        return Promise.resolve({ message: assistantMessage("ok"), finishReason: "stop" });
+      },
+    });
+    await model.complete({ messages: [], tools: [] });
+    expect(asked).toBe(1);
+    expect((await check(rewrites, prepared(recorded, { text: "c" }))).blockingError).toEqual(DIVERGED);
+    await expect(model.complete({ messages: [], tools: [] })).rejects.toThrow(
+      new ModelCallError(
+        `The replay stopped: the PreToolUse hooks made the arguments of note call "${"i".repeat(64)}" other than the recorded run's, so it did not run`,
+      ),
+    );
+    expect(asked).toBe(1);
   });
 });
 

@@ -941,6 +941,12 @@ describe("the progress row shows a snapshot's text; the model reads the book's A
     ).toBe('{"a":"读取 😀 é \\u0041 \\u001b \\\\u8bfb \\"x\\" \\udc00\\ud800"}');
   });
 
+  it("the edges of what is read back: U+007F and a lone U+DFFF stay escapes; U+0080, U+D7FF, U+E000 and U+FFFF come back", () => {
+    expect(todoSnapshotText('"\\u007f \\u0080 \\ud7ff \\udfff \\ue000 \\uffff"')).toBe(
+      '"\\u007f \u0080 \ud7ff \\udfff \ue000 \uffff"',
+    );
+  });
+
   it("another tool's result is not read back: a read_file of the text \\u7f16 shows \\u7f16", () => {
     const sink = new Sink();
     const listen = progressListener(new Terminal(sink, { interactive: false, color: false }));

@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import * as bootstrap from "../src/bootstrap.js";
 import { toolCall } from "../src/core/messages.js";
 import { ToolRegistry, type ToolResult } from "../src/core/tools.js";
@@ -291,6 +291,22 @@ describe("the result is bounded before it is built", () => {
     const tracker = new TodoTracker();
     const result = await invokeTodo(tracker, write(...Array.from({ length: 50 }, () => item("x".repeat(60)))));
     expect(result).toEqual(TOO_LARGE);
+    expect(tracker.todos).toEqual([]);
+  });
+
+  test("contents over 4,096 UTF-16 units together are refused unbuilt: no JSON of the list is made", async () => {
+    const tracker = new TodoTracker();
+    const args = write(item("a".repeat(2_048)), item("b".repeat(2_049)));
+    const stringify = vi.spyOn(JSON, "stringify");
+    try {
+      expect(await invokeTodo(tracker, args)).toEqual(TOO_LARGE);
+      const lists = stringify.mock.calls.filter(
+        ([value]) => typeof value === "object" && value !== null && "todos" in value,
+      );
+      expect(lists).toEqual([]);
+    } finally {
+      stringify.mockRestore();
+    }
     expect(tracker.todos).toEqual([]);
   });
 
