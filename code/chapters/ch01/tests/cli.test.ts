@@ -171,7 +171,7 @@ describe("runCli arguments", () => {
     [
       "no --prompt",
       [...RUN],
-      '运行失败: --prompt is required\n  npm run ch01 -- --prompt "<task>" (or --prompt-file <path>); npm run ch01 -- --demo needs neither',
+      '运行失败: --prompt is required\n  npm run ch01 -- --prompt "<task>" (or --prompt-file <path>); npm run demo:ch01 needs neither',
     ],
     [
       "--chapter typed to the fixed entry",

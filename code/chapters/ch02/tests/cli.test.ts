@@ -175,7 +175,7 @@ describe("runCli arguments", () => {
     [
       "no --prompt",
       [...RUN],
-      '运行失败: --prompt is required\n  npm run ch02 -- --prompt "<task>" (or --prompt-file <path>); npm run ch02 -- --demo needs neither',
+      '运行失败: --prompt is required\n  npm run ch02 -- --prompt "<task>" (or --prompt-file <path>); npm run demo:ch02 needs neither',
     ],
     [
       "--chapter typed to the fixed entry",

@@ -775,7 +775,7 @@ describe("runCli exit codes under faults", () => {
     [
       "no prompt",
       [],
-      '--prompt is required\n  npm run ch03 -- --prompt "<task>" (or --prompt-file <path>); npm run ch03 -- --demo needs neither',
+      '--prompt is required\n  npm run ch03 -- --prompt "<task>" (or --prompt-file <path>); npm run demo:ch03 needs neither',
     ],
   ])("%s exits 1 with one 运行失败 line (and a hint) and never contacts the model", async (_name, argv, message) => {
     const loopback = await server([{ json: completion({ content: "should not be asked" }) }]);

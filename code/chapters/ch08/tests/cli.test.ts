@@ -196,7 +196,7 @@ describe("runCli arguments", () => {
     [
       "no --prompt",
       [...RUN],
-      '运行失败: --prompt is required\n  npm run ch03 -- --prompt "<task>" (or --prompt-file <path>); npm run ch03 -- --demo needs neither',
+      '运行失败: --prompt is required\n  npm run ch03 -- --prompt "<task>" (or --prompt-file <path>); npm run demo:ch03 needs neither',
     ],
     [
       "--chapter typed to the fixed entry",

@@ -37,7 +37,7 @@ export function missingPrompt(entry: string | undefined): ArgumentError {
   if (entry === undefined) return new ArgumentError(BOTH_REQUIRED);
   return new ArgumentError(
     "--prompt is required",
-    `npm run ${entry} -- --prompt "<task>" (or --prompt-file <path>); npm run ${entry} -- --demo needs neither`,
+    `npm run ${entry} -- --prompt "<task>" (or --prompt-file <path>); npm run demo:${entry} needs neither`,
   );
 }
 
