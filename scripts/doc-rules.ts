@@ -9,6 +9,8 @@
 //     it as `npm run -s`, or npm's `> agent-tutorial@… script` banner ends up in the output.
 //   - a chapter guide (chapters/chNN.md) other than the newest chapter's never names a bare `npm run demo`: that
 //     plays the newest chapter (the root package.json's `demo` script says which); the guide names `npm run demo:chNN`.
+//   - (checked by verify-guides.ts against the root .gitignore) every file or folder a guide's command makes in the
+//     repository root is git-ignored, so git status stays clean after following a guide (createdNames).
 //   - Chinese prose takes full-width punctuation: no `,` `;` `:` `?` `!` right after a Chinese character, and no
 //     half-width brackets or "…" around Chinese words. Code and program output stay as they are: inline code and
 //     code blocks are not checked.
@@ -131,6 +133,46 @@ function demoProblems(name: string, lines: readonly DocLine[], newest: string | 
       () => `${name}:${line.number}: names npm run demo, which plays ${newest}'s demo; write npm run demo:${chapter}`,
     ),
   );
+}
+
+// --- names a reader makes in the repository --------------------------------------------------------------
+
+/** A file or folder a guide's command makes in the folder npm runs from, the repository root (`folder`: a folder). */
+export interface CreatedName {
+  readonly line: number;
+  readonly path: string;
+  readonly folder: boolean;
+}
+
+// A name as a command line spells it, not an option (`-p`).
+const NAME = String.raw`[\w.\\/][\w.\\/-]*`;
+const MADE: readonly (readonly [RegExp, boolean])[] = [
+  [/--transcript\s+([\w.-]+\.json)\b/g, false],
+  [new RegExp(String.raw`(?:--workspace|-w)\s+(${NAME})`, "g"), true],
+  [new RegExp(String.raw`New-Item\s+-ItemType\s+Directory\s+(?:-Force\s+)?(${NAME}(?:\s*,\s*${NAME})*)`, "g"), true],
+  [new RegExp(String.raw`\bmkdir\s+(?:-p\s+)?(${NAME}(?:[ \t]+${NAME})*)`, "g"), true],
+];
+
+/**
+ * The files and folders the commands of `doc` make in the repository root: a `--transcript` file, a `--workspace`
+ * folder, a `New-Item -ItemType Directory` or `mkdir` folder, in shell blocks and inline code. A name outside the
+ * root (`../exp-ch05`, an absolute path) or a placeholder (`<一个空文件夹>`) is no such name.
+ */
+export function createdNames(doc: string): CreatedName[] {
+  return docLines(doc).flatMap((line) => {
+    const texts = line.fence === undefined ? inlineCode(line.text) : SHELLS.has(line.fence) ? [line.text] : [];
+    return texts.flatMap((text) =>
+      MADE.flatMap(([pattern, folder]) =>
+        [...text.matchAll(pattern)].flatMap((match) =>
+          (match[1] as string)
+            .split(/\s*,\s*|\s+/)
+            .map((name) => name.replace(/\\/g, "/").replace(/^\.\//, "").replace(/\/+$/, ""))
+            .filter((name) => name !== "" && name !== "." && !name.startsWith("/") && !name.split("/").includes(".."))
+            .map((path) => ({ line: line.number, path, folder })),
+        ),
+      ),
+    );
+  });
 }
 
 // --- SPEC and issues --------------------------------------------------------------------------------------

@@ -8,13 +8,14 @@
 //   - such a table's rows add up to the guide's 本仓库 N: every file of the gate is in it, once.
 // It also holds chapters/*.md, README.md and docs/*.md to the writing rules of doc-rules.ts: no line numbers,
 // no `npm run` of a script the root package.json lacks, no pointers to SPEC or issues, and `npm run -s`
-// wherever a command pipes or redirects npm's output. And it holds each guide's hands-on experiments to the record
+// wherever a command pipes or redirects npm's output; every name a guide's command makes in the repository root is
+// git-ignored. And it holds each guide's hands-on experiments to the record
 // `npm run verify:experiments -- --write` made (docs/experiments.json, see scripts/experiments/claims.ts).
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { docProblems, newestDemoChapter } from "./doc-rules.js";
+import { createdNames, docProblems, newestDemoChapter } from "./doc-rules.js";
 import { chapterExperimentProblems } from "./experiments/claims.js";
 import { readRecord } from "./experiments/record.js";
 import { timingProblems } from "./gate-timing.js";
@@ -167,6 +168,38 @@ export function docFiles(repo: string): string[] {
 }
 
 /**
+ * Each file or folder a command in `docs` (relative to `repo`) makes in the repository root that git would then
+ * show: not ignored by the root .gitignore (`git check-ignore --no-index`) and not a folder the repository tracks
+ * already (`--workspace code`). Empty when following the guides leaves `git status` clean.
+ */
+export function unignoredNames(repo: string, docs: readonly string[]): string[] {
+  const git = (args: readonly string[], input?: string): string =>
+    spawnSync("git", args, { cwd: repo, encoding: "utf8", input, maxBuffer: 64 * 1024 * 1024 }).stdout;
+  // Each tracked file and each folder holding one: `code` is there already, `code/scratch` is the reader's.
+  const tracked = new Set(
+    git(["ls-files", "-z"])
+      .split("\0")
+      .flatMap((file) => file.split("/").map((_, at, parts) => parts.slice(0, at + 1).join("/"))),
+  );
+  const made = docs.flatMap((file) =>
+    createdNames(readFileSync(join(repo, file), "utf8"))
+      .filter((name) => !tracked.has(name.path))
+      .map((name) => ({ file, ...name, asked: name.folder ? `${name.path}/` : name.path })),
+  );
+  if (made.length === 0) return [];
+  // Exit code 1 (none ignored) is an answer too; stdout lists the ignored ones, as asked.
+  const ignored = new Set(
+    git(["check-ignore", "--no-index", "--stdin"], made.map((name) => name.asked).join("\n")).split("\n"),
+  );
+  return made
+    .filter((name) => !ignored.has(name.asked))
+    .map(
+      (name) =>
+        `${name.file}:${name.line}: makes ${name.asked} in the repository, which the root .gitignore does not ignore (git status would show it)`,
+    );
+}
+
+/**
  * Every way the guides disagree with `counts`, with the writing rules or with the experiments' record; empty when
  * they agree. `plan` is the test plan of the same tree, made here when the caller has none.
  */
@@ -194,6 +227,9 @@ export function verifyGuides(
   );
   if (problems.length > 0) problems.unshift("Guides state counts the tests do not have:");
   if (ruleProblems.length > 0) problems.push("Guides and docs break the writing rules:", ...ruleProblems);
+  const unignored = unignoredNames(repo, [...guides.map((name) => `chapters/${name}`), "README.md"]);
+  if (unignored.length > 0)
+    problems.push("Guides make names in the repository that git does not ignore:", ...unignored);
   const cost = costProblems(repo, plan);
   if (cost.length > 0) problems.push("Docs state test-plan costs the plan does not have:", ...cost);
   const timing = timingProblems(repo);

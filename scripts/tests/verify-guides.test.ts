@@ -1,7 +1,11 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
-import { docProblems, newestDemoChapter } from "../doc-rules.js";
-import { docFiles, guideProblems } from "../verify-guides.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { createdNames, docProblems, newestDemoChapter } from "../doc-rules.js";
+import { docFiles, guideProblems, unignoredNames } from "../verify-guides.js";
 
 const counts = new Map([
   ["tests/a.test.ts", 3],
@@ -215,5 +219,65 @@ describe("npm run demo belongs to the newest chapter", () => {
     ]);
     expect(docProblems("chapters/ch08.md", doc.join("\n"), scripts, "ch08")).toEqual([]);
     expect(docProblems("README.md", doc.join("\n"), scripts, "ch08")).toEqual([]);
+  });
+});
+
+describe("what a guide has a reader make in the repository root is git-ignored", () => {
+  const guide = [
+    "加 `--transcript run.json` 看历史；`mkdir -p` 的那一行。",
+    "```powershell",
+    "New-Item -ItemType Directory -Force playground\\skills | Out-Null",
+    "New-Item -ItemType Directory exp-ws, exp-outside",
+    "npm run ch06 -- --workspace code --prompt x",
+    "npm run ch02 -- --replay rec.json --workspace ./replay-ws/",
+    "git worktree add ../exp-ch05 HEAD",
+    "```",
+    "```bash",
+    "mkdir -p code/scratch && cp a b",
+    "```",
+    "```text",
+    "mkdir shown-as-output",
+    "```",
+    "`--workspace <一个空文件夹>`、`--workspace /`",
+  ].join("\n");
+
+  it("reads --transcript files and --workspace, New-Item -ItemType Directory and mkdir folders from shell blocks and inline code", () => {
+    expect(createdNames(guide).map((name) => `${name.line}:${name.path}${name.folder ? "/" : ""}`)).toEqual([
+      "1:run.json",
+      "3:playground/skills/",
+      "4:exp-ws/",
+      "4:exp-outside/",
+      "5:code/",
+      "6:replay-ws/",
+      "10:code/scratch/",
+    ]);
+  });
+
+  const repo = mkdtempSync(join(tmpdir(), "agent-tutorial-ignored-"));
+  afterAll(() => rmSync(repo, { recursive: true, force: true }));
+
+  it("a name the root .gitignore leaves out is refused with its guide and line until .gitignore lists it; a tracked folder (code) is not", () => {
+    execFileSync("git", ["init", "-q"], { cwd: repo });
+    mkdirSync(join(repo, "chapters"));
+    mkdirSync(join(repo, "code"));
+    writeFileSync(join(repo, "code", "kept.ts"), "");
+    execFileSync("git", ["add", "code/kept.ts"], { cwd: repo });
+    writeFileSync(join(repo, "chapters", "ch05.md"), guide);
+    writeFileSync(join(repo, ".gitignore"), "playground/\nexp-ws/\nexp-outside/\nreplay-ws/\n");
+    expect(unignoredNames(repo, ["chapters/ch05.md"])).toEqual([
+      "chapters/ch05.md:1: makes run.json in the repository, which the root .gitignore does not ignore (git status would show it)",
+      "chapters/ch05.md:10: makes code/scratch/ in the repository, which the root .gitignore does not ignore (git status would show it)",
+    ]);
+    writeFileSync(
+      join(repo, ".gitignore"),
+      "playground/\nexp-ws/\nexp-outside/\nreplay-ws/\nrun.json\ncode/scratch/\n",
+    );
+    expect(unignoredNames(repo, ["chapters/ch05.md"])).toEqual([]);
+  });
+
+  it("the guides and README of this repository make no name git would show", () => {
+    const root = fileURLToPath(new URL("../../", import.meta.url));
+    const guides = docFiles(root).filter((file) => file.startsWith("chapters/") || file === "README.md");
+    expect(unignoredNames(root, guides)).toEqual([]);
   });
 });
