@@ -39,6 +39,7 @@ export const DECLARATIONS: Readonly<Record<string, TestDeclaration>> = {
   // Reads every source file's imports.
   "tests/layering.test.ts": { reads: ["src/**"] },
   "tests/process-lifetime.test.ts": { spawns: ["tests/support/cli-child.ts"] },
+  "tests/round4-artifact-attacks.test.ts": { spawns: ["tests/support/round4-transcript-probe.ts"] },
   "tests/shell-flood.test.ts": { spawns: ["tests/support/shell-flood-probe.ts"] },
   "tests/todos.test.ts": { spawns: ["tests/support/todo-probe.ts"] },
 };

@@ -2,12 +2,18 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { toolCall } from "../src/core/messages.js";
 import { ToolRegistry, toolSuccess, type ToolContext, type ToolResult } from "../src/core/tools.js";
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
-import { ArtifactConflictError, CompactionManager, type HistorySummarizer } from "../src/features/compaction.js";
+import {
+  ArtifactConflictError,
+  CompactionManager,
+  MAX_TRANSCRIPT_BYTES,
+  type HistorySummarizer,
+} from "../src/features/compaction.js";
 import { TodoTracker } from "../src/features/todos.js";
 import { FakeCommandRunner } from "./support/fakes.js";
 
@@ -153,4 +159,35 @@ describe("an .agent_tutorial that was there before", () => {
     expect(error).toBeInstanceOf(ArtifactConflictError);
     if (process.platform === "linux") expect(readdirSync(state()).sort()).toEqual(["notes.txt"]);
   });
+});
+
+// D5's nearest variation in chapter 8: the transcript writes every `$` and backtick as a six-byte escape (027fbfc), so
+// a reply of them is six times larger on the way to disk. One `todo_write` of 30 MB (refused by the tracker, kept in
+// the history) made a 188 MB transcript and peaked at 1,179 MiB; 10.6 MB of `$` (a 64 MiB transcript) at 814 MiB.
+describe("one huge todo_write of $ or backticks in chapter 8", () => {
+  const probe = fileURLToPath(new URL("./support/round4-transcript-probe.ts", import.meta.url));
+  const MiB = 1024 * 1024;
+  const runProbe = (...args: string[]): { maxRssBytes: number; outcome: { ended: string; artifacts: number[] } } =>
+    JSON.parse(
+      execFileSync(process.execPath, ["--import", "tsx", probe, ...args], { encoding: "utf8", timeout: 100_000 }),
+    ) as { maxRssBytes: number; outcome: { ended: string; artifacts: number[] } };
+
+  it.each([["$"], ["`"]])(
+    "30 MB of %s peaks below 650 MiB in its own process: its transcript is refused before it is made",
+    (character) => {
+      const run = runProbe("write", "30", character);
+      expect(run.maxRssBytes).toBeLessThan(650 * MiB);
+      expect(run.outcome).toEqual({
+        ended: `Request history processing failed: transcript would be 188744188 bytes, over ${MAX_TRANSCRIPT_BYTES}`,
+        artifacts: [],
+      });
+    },
+    120_000,
+  );
+
+  it("10.6 MB of $, the most whose transcript fits in its bound, peaks below 650 MiB and is saved whole", () => {
+    const run = runProbe("write", "10.6", "$");
+    expect(run.maxRssBytes).toBeLessThan(650 * MiB);
+    expect(run.outcome).toEqual({ ended: "done", artifacts: [66_689_938] });
+  }, 120_000);
 });

@@ -303,8 +303,13 @@ function stableJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** The loop's messages are frozen and never replaced, so each one's line is made once; anyone else's, every time. */
-const lines = new WeakMap<ChatMessage, string>();
+/**
+ * The loop's messages are frozen and never replaced, so each one's key-sorted JSON (and its line's size) is made
+ * once; anyone else's, every time. The line itself is made only when a transcript is written: it can be six times
+ * its JSON (below), and a 30 MB reply of `$` kept as a line would hold 180 MB for the whole run.
+ */
+const jsons = new WeakMap<ChatMessage, string>();
+const lineSizes = new WeakMap<ChatMessage, number>();
 
 /**
  * `$` and `` ` `` as JSON escapes. A transcript is a file the runtime saves unasked, full of the model's words, and a
@@ -312,30 +317,89 @@ const lines = new WeakMap<ChatMessage, string>();
  * even inside the double quotes JSON puts around every string. Both occur only inside strings, so each line still
  * parses to the same message; `;`, `|` and `&` stay inside those quotes, where a shell reads them as text.
  */
-const SHELL_EXPANSION = /[$`]/g;
-const inert = (json: string): string => json.replace(SHELL_EXPANSION, (char) => (char === "$" ? "\\u0024" : "\\u0060"));
-
-function messageLine(message: ChatMessage): string {
-  let line = lines.get(message);
-  if (line === undefined) {
-    line = `${inert(stableJson(wireMessage(message)))}\n`;
-    if (Object.isFrozen(message)) lines.set(message, line);
+const DOLLAR = 0x24;
+const BACKTICK = 0x60;
+const ESCAPED_DOLLAR = Buffer.from("\\u0024", "latin1");
+const ESCAPED_BACKTICK = Buffer.from("\\u0060", "latin1");
+/** Bytes the escapes add to a line: five for each `$` and backtick (one character becomes the six of its escape). */
+function inertExtraBytes(json: string): number {
+  let count = 0;
+  for (let at = 0; at < json.length; at += 1) {
+    const unit = json.charCodeAt(at);
+    if (unit === DOLLAR || unit === BACKTICK) count += 1;
   }
-  return line;
+  return 5 * count;
+}
+
+/**
+ * Bytes one transcript may take: the conversation's own bound as JSON (`MAX_CONVERSATION_BYTES`). Only a history
+ * full of `$` and backticks, each six bytes as an escape, gets past it; it is refused before its line is made.
+ */
+export const MAX_TRANSCRIPT_BYTES = 64 * 1024 * 1024;
+
+function messageJson(message: ChatMessage): string {
+  let json = jsons.get(message);
+  if (json === undefined) {
+    json = stableJson(wireMessage(message));
+    if (Object.isFrozen(message)) jsons.set(message, json);
+  }
+  return json;
+}
+
+/**
+ * The lines of `history` as UTF-8, made inert into one buffer of their known size: the text between two `$` or
+ * backticks is copied whole. No line is ever a string of its own (a callback per character, or a string per line,
+ * held 800 MiB for 10 MB of `$`).
+ */
+function transcriptBytes(history: readonly ChatMessage[]): Buffer {
+  const out = Buffer.allocUnsafe(historyUtf8Bytes(history));
+  let at = 0;
+  for (const message of history) {
+    const json = Buffer.from(messageJson(message), "utf8");
+    let from = 0;
+    // Each found once: a search starts again only after the one it found was used.
+    let dollar = json.indexOf(DOLLAR);
+    let backtick = json.indexOf(BACKTICK);
+    while (dollar !== -1 || backtick !== -1) {
+      const isDollar = backtick === -1 || (dollar !== -1 && dollar < backtick);
+      const next = isDollar ? dollar : backtick;
+      at += json.copy(out, at, from, next);
+      at += (isDollar ? ESCAPED_DOLLAR : ESCAPED_BACKTICK).copy(out, at);
+      from = next + 1;
+      if (isDollar) dollar = json.indexOf(DOLLAR, from);
+      else backtick = json.indexOf(BACKTICK, from);
+    }
+    at += json.copy(out, at, from);
+    out[at] = 0x0a;
+    at += 1;
+  }
+  // Always all of it (the size is counted as the bytes are written): never a byte `allocUnsafe` left in it.
+  return out.subarray(0, at);
+}
+
+/** UTF-8 bytes of `message`'s transcript line, counted without making it. */
+function lineBytes(message: ChatMessage): number {
+  let size = lineSizes.get(message);
+  if (size === undefined) {
+    const json = messageJson(message);
+    size = Buffer.byteLength(json, "utf8") + inertExtraBytes(json) + 1;
+    if (Object.isFrozen(message)) lineSizes.set(message, size);
+  }
+  return size;
 }
 
 /** One line of key-sorted wire JSON per message, each ending in a newline; non-ASCII kept as it is. */
 export function serializeTranscript(history: readonly ChatMessage[]): string {
-  return history.map(messageLine).join("");
+  return transcriptBytes(history).toString("utf8");
 }
 
 export function historyUtf8Bytes(history: readonly ChatMessage[]): number {
-  return history.reduce((sum, message) => sum + Buffer.byteLength(messageLine(message), "utf8"), 0);
+  return history.reduce((sum, message) => sum + lineBytes(message), 0);
 }
 
-/** The same message by identity (the loop's), else by its line. */
+/** The same message by identity (the loop's), else by its JSON (its line is that JSON with the escapes). */
 const sameMessage = (a: ChatMessage | undefined, b: ChatMessage | undefined): boolean =>
-  (a === b && Object.isFrozen(a)) || (a !== undefined && b !== undefined && messageLine(a) === messageLine(b));
+  (a === b && Object.isFrozen(a)) || (a !== undefined && b !== undefined && messageJson(a) === messageJson(b));
 
 /** A message as it is now: the loop's own (frozen) as they are, anyone else's as a frozen copy a later edit cannot reach. */
 function settled(message: ChatMessage): ChatMessage {
@@ -620,8 +684,12 @@ export class CompactionManager {
   }
 
   async #writeTranscript(history: readonly ChatMessage[]): Promise<ArtifactReference> {
+    const bytes = historyUtf8Bytes(history);
+    if (bytes > MAX_TRANSCRIPT_BYTES) {
+      throw new CompactionError(`transcript would be ${bytes} bytes, over ${MAX_TRANSCRIPT_BYTES}`);
+    }
     const [reference] = await this.#publishAll([
-      { prefix: "transcript", extension: "jsonl", bytes: Buffer.from(serializeTranscript(history), "utf8") },
+      { prefix: "transcript", extension: "jsonl", bytes: transcriptBytes(history) },
     ]);
     return reference as ArtifactReference;
   }
