@@ -6,6 +6,7 @@ import fs, {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -1797,6 +1798,165 @@ describe("the runtime's own folder: ignored by git, and gone again after a faile
     await again.manager.compactToolResults([toolSuccess("second result, long")]).catch(() => undefined);
     expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts", "notes.txt"]);
     expect(listing()).toEqual(["tool-result-b.txt"]);
+  });
+
+  const linux = process.platform === "linux";
+  /** Descriptors this process holds now (Linux): a batch that leaks one leaves the count higher. */
+  const descriptors = (): number => readdirSync("/proc/self/fd").length;
+
+  it.skipIf(!linux)(
+    "every descriptor a batch opens is closed again: the folders', the workspace's and the .gitignore's, after a first batch that succeeds and one that fails",
+    async () => {
+      const before = descriptors();
+      await fixture({ persistThresholdBytes: 10 }).manager.compactToolResults([toolSuccess("a result of some length")]);
+      expect(readFileSync(join(stateDir(), ".gitignore"), "utf8")).toBe("*\n");
+      expect(descriptors()).toBe(before);
+      rmSync(stateDir(), { recursive: true });
+      const ids = ["a", "a"];
+      const failing = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 }).manager;
+      const batch = [toolSuccess("first result, long"), toolSuccess("second result, long")];
+      expect(await failing.compactToolResults(batch).catch((caught: unknown) => caught)).toBeInstanceOf(
+        ArtifactConflictError,
+      );
+      expect(descriptors()).toBe(before);
+    },
+  );
+
+  it.skipIf(!linux)(
+    "a failed first batch removes only its own .gitignore: one put in its place is kept (and so the folder), a removed one is no error",
+    async () => {
+      const proto = await fileHandlePrototype();
+      const real = Reflect.get(proto, "writeFile") as (this: FileHandle, ...args: unknown[]) => Promise<void>;
+      let change = (): void => undefined;
+      vi.spyOn(proto, "writeFile").mockImplementation(async function (this: FileHandle, ...args: unknown[]) {
+        // While the batch's first file is written, another process changes the .gitignore the runtime made.
+        change();
+        change = () => undefined;
+        return real.apply(this, args);
+      });
+      const failedBatch = async (): Promise<unknown> => {
+        const ids = ["a", "a"];
+        const { manager } = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 });
+        const batch = [toolSuccess("first result, long"), toolSuccess("second result, long")];
+        return manager.compactToolResults(batch).catch((caught: unknown) => caught);
+      };
+      change = () => {
+        // Made before the old one goes, so it cannot reuse the old one's inode number.
+        writeFileSync(join(stateDir(), "mine"), "mine\n");
+        renameSync(join(stateDir(), "mine"), join(stateDir(), ".gitignore"));
+      };
+      expect(await failedBatch()).toBeInstanceOf(ArtifactConflictError);
+      expect(readdirSync(stateDir())).toEqual([".gitignore"]);
+      expect(readFileSync(join(stateDir(), ".gitignore"), "utf8")).toBe("mine\n");
+
+      rmSync(stateDir(), { recursive: true });
+      change = () => unlinkSync(join(stateDir(), ".gitignore"));
+      expect(await failedBatch()).toBeInstanceOf(ArtifactConflictError);
+      expect(existsSync(stateDir())).toBe(false);
+    },
+  );
+
+  it.skipIf(!linux)(
+    "a failed first batch takes back the .gitignore it added to a .agent_tutorial that was there: the folder is left as it was",
+    async () => {
+      mkdirSync(stateDir());
+      const ids = ["a", "a"];
+      const { manager } = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 });
+      const batch = [toolSuccess("first result, long"), toolSuccess("second result, long")];
+      expect(await manager.compactToolResults(batch).catch((caught: unknown) => caught)).toBeInstanceOf(
+        ArtifactConflictError,
+      );
+      expect(readdirSync(stateDir())).toEqual([]);
+    },
+  );
+
+  it("a .gitignore someone makes between the check and the write is theirs: kept as they wrote it, and the batch goes on", async () => {
+    mkdirSync(stateDir());
+    const realLstat = fs.lstatSync;
+    let planted = false;
+    vi.spyOn(fs, "lstatSync").mockImplementation((...args: Parameters<typeof fs.lstatSync>) => {
+      const answer = realLstat(...args);
+      if (!planted && answer === undefined && String(args[0]).endsWith(".gitignore")) {
+        planted = true;
+        writeFileSync(join(stateDir(), ".gitignore"), "theirs\n");
+      }
+      return answer;
+    });
+    syncBuiltinESMExports();
+    const { manager } = fixture({ persistThresholdBytes: 10 });
+    const { artifacts } = await manager.compactToolResults([toolSuccess("a result of some length")]);
+    expect(planted).toBe(true);
+    expect(artifacts).toHaveLength(1);
+    expect(readFileSync(join(stateDir(), ".gitignore"), "utf8")).toBe("theirs\n");
+  });
+
+  it("an ignore file that cannot be written fails the batch closed, the system's error as its cause: nothing is saved", async () => {
+    mkdirSync(stateDir());
+    const realOpen = fs.openSync;
+    vi.spyOn(fs, "openSync").mockImplementation((...args: Parameters<typeof fs.openSync>) => {
+      if (String(args[0]).endsWith(".gitignore")) throw failure("ENOSPC");
+      return realOpen(...args);
+    });
+    syncBuiltinESMExports();
+    const { manager, notices } = fixture({ persistThresholdBytes: 10 });
+    const error = await manager
+      .compactToolResults([toolSuccess("a result of some length")])
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ArtifactPathError);
+    expect((error as Error).message).toBe(CANNOT_CREATE);
+    expect(((error as Error).cause as NodeJS.ErrnoException).code).toBe("ENOSPC");
+    expect(readdirSync(stateDir())).toEqual([]);
+    expect(notices).toEqual([{ type: "failed", reason: CANNOT_CREATE }]);
+  });
+
+  it.skipIf(!linux)(
+    "a failed first batch whose files cannot all be removed keeps its folders and their .gitignore, and says so",
+    async () => {
+      const realUnlink = fs.unlinkSync;
+      vi.spyOn(fs, "unlinkSync").mockImplementation((path) => {
+        if (String(path).endsWith("/tool-result-a.txt")) throw failure("EBUSY");
+        realUnlink(path);
+      });
+      syncBuiltinESMExports();
+      const ids = ["a", "a"];
+      const { manager, notices } = fixture({ idGenerator: () => ids.shift() ?? "none", persistThresholdBytes: 10 });
+      const batch = [toolSuccess("first result, long"), toolSuccess("second result, long")];
+      expect(await manager.compactToolResults(batch).catch((caught: unknown) => caught)).toBeInstanceOf(
+        ArtifactConflictError,
+      );
+      expect(readdirSync(stateDir()).sort()).toEqual([".gitignore", "artifacts"]);
+      expect(listing()).toEqual(["tool-result-a.txt"]);
+      expect(notices).toEqual([
+        { type: "failed", reason: "artifact already exists; and this batch's files could not all be removed" },
+      ]);
+    },
+  );
+
+  it("a failed walk keeps the system's error as its cause: a workspace that cannot be opened, an ignore file that cannot be made", async () => {
+    const batch = [toolSuccess("a result of some length")];
+    rmSync(workspace, { recursive: true });
+    const gone = await fixture({ persistThresholdBytes: 10 })
+      .manager.compactToolResults(batch)
+      .catch((caught: unknown) => caught);
+    expect(gone).toBeInstanceOf(ArtifactPathError);
+    expect((gone as Error).message).toBe(CANNOT_CREATE);
+    expect((gone as Error).cause).toMatchObject({ code: expect.any(String) as unknown });
+    if (!POSIX) return;
+    // Right after the runtime makes .agent_tutorial, another process plants .gitignore as a link: O_EXCL refuses it.
+    mkdirSync(workspace);
+    const realMkdir = fs.mkdirSync;
+    vi.spyOn(fs, "mkdirSync").mockImplementation((path, options) => {
+      const made = realMkdir(path, options);
+      if (String(path).endsWith("/.agent_tutorial")) symlinkSync(join(outside, "x"), join(stateDir(), ".gitignore"));
+      return made;
+    });
+    syncBuiltinESMExports();
+    const planted = await fixture({ persistThresholdBytes: 10 })
+      .manager.compactToolResults(batch)
+      .catch((caught: unknown) => caught);
+    expect(planted).toBeInstanceOf(ArtifactPathError);
+    expect((planted as Error).message).toBe(CANNOT_CREATE);
+    expect(((planted as Error).cause as NodeJS.ErrnoException).code).toBe("EEXIST");
   });
 
   const faults: [string, string, "writeFile" | "sync", string][] = [
