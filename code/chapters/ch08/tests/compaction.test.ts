@@ -1932,6 +1932,53 @@ describe("the runtime's own folder: ignored by git, and gone again after a faile
     },
   );
 
+  describe.skipIf(!linux)("a .agent_tutorial renamed right after it is opened, a new folder put in its place", () => {
+    /** `swap` moves .agent_tutorial aside and makes a new one by its name, once, holding `files`. */
+    let swapped = false;
+    const swap = (files: Record<string, string> = {}): void => {
+      if (swapped) return;
+      swapped = true;
+      renameSync(stateDir(), join(workspace, "aside"));
+      mkdirSync(stateDir());
+      for (const [name, text] of Object.entries(files)) writeFileSync(join(stateDir(), name), text);
+    };
+    beforeEach(() => {
+      swapped = false;
+    });
+    const batch = async (): Promise<void> => {
+      const { manager } = fixture({ persistThresholdBytes: 10 });
+      await manager.compactToolResults([toolSuccess("a result of some length")]).catch(() => undefined);
+    };
+
+    it("made by this call: its .gitignore goes into the folder made, through it, and the new folder gets none", async () => {
+      const realChmod = fs.fchmodSync;
+      vi.spyOn(fs, "fchmodSync").mockImplementation((...args: Parameters<typeof fs.fchmodSync>) => {
+        swap();
+        realChmod(...args);
+      });
+      syncBuiltinESMExports();
+      await batch();
+      expect(swapped).toBe(true);
+      expect(readdirSync(stateDir())).toEqual([]);
+      expect(readFileSync(join(workspace, "aside", ".gitignore"), "utf8")).toBe("*\n");
+    });
+
+    it("there before: the .gitignore it lacked goes into that folder, looked for and written through it, whatever the new one holds", async () => {
+      mkdirSync(stateDir());
+      const realLstat = fs.lstatSync;
+      vi.spyOn(fs, "lstatSync").mockImplementation((...args: Parameters<typeof fs.lstatSync>) => {
+        if (String(args[0]).endsWith(".gitignore")) swap({ ".gitignore": "theirs\n" });
+        return realLstat(...args);
+      });
+      syncBuiltinESMExports();
+      await batch();
+      expect(swapped).toBe(true);
+      expect(readdirSync(stateDir())).toEqual([".gitignore"]);
+      expect(readFileSync(join(stateDir(), ".gitignore"), "utf8")).toBe("theirs\n");
+      expect(readFileSync(join(workspace, "aside", ".gitignore"), "utf8")).toBe("*\n");
+    });
+  });
+
   it("a failed walk keeps the system's error as its cause: a workspace that cannot be opened, an ignore file that cannot be made", async () => {
     const batch = [toolSuccess("a result of some length")];
     rmSync(workspace, { recursive: true });
