@@ -1,9 +1,11 @@
 import { execFileSync } from "node:child_process";
+import fs from "node:fs";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { syncBuiltinESMExports } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
 import { toolCall } from "../src/core/messages.js";
 import { ToolRegistry, toolSuccess, type ToolContext, type ToolResult } from "../src/core/tools.js";
@@ -190,4 +192,38 @@ describe("one huge todo_write of $ or backticks in chapter 8", () => {
     expect(run.maxRssBytes).toBeLessThan(650 * MiB);
     expect(run.outcome).toEqual({ ended: "done", artifacts: [66_689_938] });
   }, 120_000);
+});
+
+// Item 10's nearest variation: the disk fills (or turns read-only) while the runtime writes its own .gitignore, the
+// first file of a first batch, in a folder it just made or in one that was there before.
+describe("a disk that fills while the .gitignore is written", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    syncBuiltinESMExports();
+  });
+  const failIgnoreWrite = (code: string): void => {
+    const real = fs.writeSync;
+    vi.spyOn(fs, "writeSync").mockImplementation((fd: number, data: unknown, ...rest: unknown[]) => {
+      if (data === "*\n") throw Object.assign(new Error(code), { code });
+      return (real as (...args: unknown[]) => number)(fd, data, ...rest);
+    });
+    syncBuiltinESMExports();
+  };
+  const batch = (): Promise<unknown> =>
+    new CompactionManager({ workspace: ws, summarizer: noSummary, persistThresholdBytes: 10 })
+      .compactToolResults([toolSuccess("a result of some length")])
+      .catch((caught: unknown) => caught);
+
+  it.each([["ENOSPC"], ["EROFS"]])("%s leaves no .agent_tutorial when the batch made it", async (code) => {
+    failIgnoreWrite(code);
+    expect(await batch()).toBeInstanceOf(Error);
+    if (process.platform === "linux") expect(readdirSync(ws)).toEqual([]);
+  });
+
+  it.each([["ENOSPC"], ["EROFS"]])("%s leaves a .agent_tutorial that was there before as it was", async (code) => {
+    mkdirSync(join(ws, ".agent_tutorial"));
+    failIgnoreWrite(code);
+    expect(await batch()).toBeInstanceOf(Error);
+    expect(readdirSync(join(ws, ".agent_tutorial"))).toEqual([]);
+  });
 });

@@ -920,9 +920,18 @@ function ensureSafeDirectory(workspace: string, access: FolderAccess = folderAcc
 function writeIgnoreFile(folder: Folder): BigIntStats {
   const path = folder.fd === undefined ? join(folder.path, ".gitignore") : `/proc/self/fd/${folder.fd}/.gitignore`;
   const fd = openSync(path, WRITE_NEW, 0o600);
+  let made: BigIntStats | undefined;
   try {
+    made = fstatSync(fd, { bigint: true });
     writeSync(fd, STATE_GITIGNORE);
-    return fstatSync(fd, { bigint: true });
+    return made;
+  } catch (error) {
+    // A full or read-only disk: the empty file goes again (when it is still this one), so the folder it was made in
+    // can be removed, or is left as it was.
+    if (made !== undefined && sameFile(lstatSync(path, { bigint: true, throwIfNoEntry: false }), made)) {
+      removeQuietly(path);
+    }
+    throw error;
   } finally {
     closeSync(fd);
   }
