@@ -87,11 +87,27 @@ export const CLI_LINE_STARTS: readonly string[] = [
  */
 export function skeleton(text: string): string {
   let out = "";
-  for (const char of text.normalize("NFKC").normalize("NFD")) {
-    out += CONFUSABLE_PROTOTYPES.get(char) ?? DRAWN_ALIKE.get(char) ?? char;
+  for (const char of text.normalize("NFKC").normalize("NFD")) out += drawnAs(char) ?? char;
+  return out.normalize("NFD").replace(NOT_IN_SKELETON, "");
+}
+
+/**
+ * `skeleton` with each character looked up before NFKC as well, which UTS #39's own skeleton does (NFD, then the
+ * table): NFKC turns some look-alikes into other letters (`ſ`, drawn like `f`, into `s`; `ϲ`, drawn like `c`, into
+ * `σ`; `︰`, drawn like `:`, into `‥`), where no row of the table finds them. A text reads like a CLI line when
+ * either skeleton does: NFKC first is still needed where the table maps a full-width form elsewhere (`［` to `(`).
+ */
+export function tableFirstSkeleton(text: string): string {
+  let out = "";
+  for (const char of text.normalize("NFD")) {
+    const drawnLike = drawnAs(char);
+    if (drawnLike !== undefined) out += drawnLike;
+    else for (const folded of char.normalize("NFKC").normalize("NFD")) out += drawnAs(folded) ?? folded;
   }
   return out.normalize("NFD").replace(NOT_IN_SKELETON, "");
 }
+
+const drawnAs = (char: string): string | undefined => CONFUSABLE_PROTOTYPES.get(char) ?? DRAWN_ALIKE.get(char);
 
 /**
  * What a skeleton leaves out: white space of any width or kind, and what draws nothing, the Braille blank among it
@@ -116,8 +132,8 @@ const CLI_LINE_SKELETONS = CLI_LINE_STARTS.map(skeleton);
 
 /** Whether `text` holds, anywhere, something a reader would take for the start of one of the CLI's own lines. */
 export function mentionsCliLine(text: string): boolean {
-  const drawn = skeleton(text);
-  return CLI_LINE_SKELETONS.some((start) => drawn.includes(start));
+  const drawn = [skeleton(text), tableFirstSkeleton(text)];
+  return CLI_LINE_SKELETONS.some((start) => drawn.some((skeleton) => skeleton.includes(start)));
 }
 
 /** What marks a line of the final answer that begins like one of the CLI's own lines. */
@@ -176,12 +192,11 @@ const UNSEEN_START = new RegExp(`^(?:\\s|${HIDDEN_CHARACTER.source}|\\p{M}|\\u28
 function startsLikeCliLine(line: string): boolean {
   // Only the start is compared, so only the start is folded: NFKC can make 18 characters of one (U+FDFA), and a
   // whole hostile line folded would take seconds and gigabytes.
-  const start = skeleton(
-    Array.from(line.replace(UNSEEN_START, "").slice(0, 2 * START_CODE_POINTS))
-      .slice(0, START_CODE_POINTS)
-      .join(""),
-  );
-  return CLI_LINE_SKELETONS.some((prefix) => start.startsWith(prefix));
+  const head = Array.from(line.replace(UNSEEN_START, "").slice(0, 2 * START_CODE_POINTS))
+    .slice(0, START_CODE_POINTS)
+    .join("");
+  const starts = [skeleton(head), tableFirstSkeleton(head)];
+  return CLI_LINE_SKELETONS.some((prefix) => starts.some((start) => start.startsWith(prefix)));
 }
 
 /** How much of a line's start the look-alike check folds: far more than the longest CLI line start, in any spelling. */
