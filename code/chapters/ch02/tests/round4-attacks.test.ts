@@ -1,7 +1,11 @@
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
+import { OpenAIChatModel } from "../src/adapters/openai-chat.js";
+import { helpText } from "../src/cli/args.js";
 import { hasHiddenCharacters } from "../src/core/hidden-characters.js";
+import { userMessage } from "../src/core/messages.js";
 import { ANSWER_MARK, CLI_LINE_STARTS, mentionsCliLine, oneLine, shownAnswer, skeleton } from "../src/cli/visible.js";
+import { completion, startLoopbackOpenAI } from "./support/loopback-openai.js";
 
 // Issue 34's round-4 attacks on the terminal, tried again as an attacker who writes the model's replies: the nearest
 // variations of D2 (hidden characters) and item 8 (a CLI line start in another spacing) the fix might have missed.
@@ -87,4 +91,29 @@ describe("a CLI line start spelled with look-alikes of its letters", () => {
     expect(tried).toBeGreaterThan(500);
     expect(unmarked).toEqual([]);
   });
+});
+
+// D3's nearest variation: the help counts model calls, but a provider that answers 500 (or 429, or drops the
+// connection) makes the SDK send each call again, twice: `--max-turns 1` was three requests.
+describe("--help against the requests a provider can make a run send", () => {
+  it("says a model call is sent again up to 2 times: one call answered with 500 twice is 3 requests", async () => {
+    const server = await startLoopbackOpenAI((_body, index) =>
+      index < 2 ? { json: { error: { message: "busy" } }, status: 500 } : { json: completion({ content: "ok" }) },
+    );
+    try {
+      const model = new OpenAIChatModel({ baseURL: server.baseURL, apiKey: "k", model: "m" });
+      const reply = await model.complete({ messages: [userMessage("hi")], tools: [] });
+      expect(reply.message.content).toBe("ok");
+      expect(server.requests).toHaveLength(3);
+    } finally {
+      await server.close();
+    }
+    const help = helpText(undefined).split("\n");
+    const at = help.findIndex((line) => line.startsWith("      --max-turns <n>"));
+    // The option's last line: the one before the next line that is no continuation (27 spaces) of it.
+    const next = help.findIndex((line, index) => index > at && !line.startsWith(" ".repeat(27)));
+    expect(help.slice(at, next).at(-1)).toBe(
+      `                           一次调用遇到 429、5xx 或断线时, 最多再发 ${server.requests.length - 1} 次请求 (重试)`,
+    );
+  }, 20_000);
 });

@@ -188,6 +188,7 @@ ${chapter}
       --model <name>       模型名 (代替 OPENAI_MODEL)
       --base-url <url>     OpenAI 兼容接口地址 (代替 OPENAI_BASE_URL)
       --max-turns <n>      最多调用模型几次 (默认: 20)
+                           一次调用遇到 429、5xx 或断线时, 最多再发 2 次请求 (重试)
       --demo               不需要密钥: 在临时工作区里回放本章的演示${demo}
       --replay <file>      用录制的 transcript 代替模型, 离线回放
       --transcript <file>  把整段对话历史写成 JSON

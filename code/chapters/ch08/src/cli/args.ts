@@ -190,6 +190,7 @@ ${chapter}
       --max-turns <n>      主 Agent 最多调用模型几次 (默认: 20); 另外每个 task 子 Agent
                            各自最多调用 30 次, 每次运行最多 20 个子 Agent; 主 Agent 的历史
                            超过 50000 字节时, 每轮之前还多调用一次来生成摘要
+                           一次调用遇到 429、5xx 或断线时, 最多再发 2 次请求 (重试)
       --demo               不需要密钥: 在临时工作区里回放本章的演示${demo}
       --replay <file>      用录制的 transcript 代替模型, 离线回放
       --transcript <file>  把整段对话历史写成 JSON
