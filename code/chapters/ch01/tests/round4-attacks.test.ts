@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
 import { OpenAIChatModel } from "../src/adapters/openai-chat.js";
+import { argumentsView } from "../src/cli/approval-view.js";
 import { helpText } from "../src/cli/args.js";
 import { hasHiddenCharacters } from "../src/core/hidden-characters.js";
 import { userMessage } from "../src/core/messages.js";
@@ -32,6 +33,11 @@ describe("a CLI line start spelled with blanks a terminal draws like a space", (
       expect(shownAnswer(forged).startsWith(ANSWER_MARK)).toBe(true);
     }
     expect(skeleton(`[${BRAILLE_BLANK}Permission]`)).toBe(skeleton("[Permission]"));
+  });
+
+  it("a run of Braille blanks in an argument is shown as its count, as a run of spaces is, not as rows of nothing", () => {
+    const command = (blank: string): string => `Get-Date${blank.repeat(300)}; Remove-Item -Recurse ~`;
+    expect(argumentsView({ command: command(BRAILLE_BLANK) })).toEqual(argumentsView({ command: command(" ") }));
   });
 
   it("a visible character is still no blank: [Perm-ission] is not the CLI's line", () => {

@@ -49,7 +49,8 @@ const DECIDING: readonly (readonly [key: string, label: string])[] = [
   ["path", "路径"],
 ];
 
-const SPACE = "[ \\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000]";
+// White space, and the Braille blank, which is none but is drawn as an empty cell all the same.
+const SPACE = "[ \\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\u2800]";
 const LONG_SPACE = new RegExp(`${SPACE}{${BOUNDS.longSpace + 1},}`);
 const SPACE_CHAR = new RegExp(SPACE);
 const BREAKS = /[\t\n\r]/;
