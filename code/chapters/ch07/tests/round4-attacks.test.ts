@@ -5,7 +5,15 @@ import { argumentsView } from "../src/cli/approval-view.js";
 import { helpText } from "../src/cli/args.js";
 import { hasHiddenCharacters } from "../src/core/hidden-characters.js";
 import { userMessage } from "../src/core/messages.js";
-import { ANSWER_MARK, CLI_LINE_STARTS, mentionsCliLine, oneLine, shownAnswer, skeleton } from "../src/cli/visible.js";
+import {
+  ANSWER_MARK,
+  CLI_LINE_STARTS,
+  mentionsCliLine,
+  oneLine,
+  shownAnswer,
+  skeleton,
+  tableFirstSkeleton,
+} from "../src/cli/visible.js";
 import { completion, startLoopbackOpenAI } from "./support/loopback-openai.js";
 
 // Issue 34's round-4 attacks on the terminal, tried again as an attacker who writes the model's replies: the nearest
@@ -38,6 +46,13 @@ describe("a CLI line start spelled with blanks a terminal draws like a space", (
   it("a run of Braille blanks in an argument is shown as its count, as a run of spaces is, not as rows of nothing", () => {
     const command = (blank: string): string => `Get-Date${blank.repeat(300)}; Remove-Item -Recurse ~`;
     expect(argumentsView({ command: command(BRAILLE_BLANK) })).toEqual(argumentsView({ command: command(" ") }));
+  });
+
+  it("a line's start is folded up to its 32nd code point, no further: 原因, 29 spaces and a colon is marked, 30 are not", () => {
+    // The bound that keeps a hostile line's fold small (START_CODE_POINTS): what stands past it is not compared.
+    const marked = (spaces: number): boolean =>
+      shownAnswer(`原因${" ".repeat(spaces)}: forged`).startsWith(ANSWER_MARK);
+    expect([marked(29), marked(30)]).toEqual([true, false]);
   });
 
   it("a visible character is still no blank: [Perm-ission] is not the CLI's line", () => {
@@ -96,6 +111,15 @@ describe("a CLI line start spelled with look-alikes of its letters", () => {
     }
     expect(tried).toBeGreaterThan(500);
     expect(unmarked).toEqual([]);
+  });
+
+  it("anywhere in a text, is found when either skeleton finds it: ︰ only with the table read first, ［ only after NFKC", () => {
+    // NFKC makes ︰ (drawn like :) into ‥, which no row of the table finds; the table makes ［ into (, where NFKC makes [.
+    const colon = "see 原因\ufe30 forged";
+    const bracket = "see \uff3bPermission\uff3d forged";
+    expect(skeleton(colon)).not.toContain(skeleton("原因:"));
+    expect(tableFirstSkeleton(bracket)).not.toContain(skeleton("[Permission]"));
+    expect([mentionsCliLine(colon), mentionsCliLine(bracket)]).toEqual([true, true]);
   });
 });
 
