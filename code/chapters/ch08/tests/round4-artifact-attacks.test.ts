@@ -1,17 +1,27 @@
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { syncBuiltinESMExports } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { NodeWorkspaceFileSystem } from "../src/adapters/filesystem.js";
-import { toolCall } from "../src/core/messages.js";
+import { toolCall, userMessage } from "../src/core/messages.js";
 import { ToolRegistry, toolSuccess, type ToolContext, type ToolResult } from "../src/core/tools.js";
 import { createChapterTwoTools } from "../src/features/builtin-tools.js";
 import {
   ArtifactConflictError,
+  CompactionError,
   CompactionManager,
   MAX_TRANSCRIPT_BYTES,
   type HistorySummarizer,
@@ -194,6 +204,45 @@ describe("one huge todo_write of $ or backticks in chapter 8", () => {
   }, 120_000);
 });
 
+// The same bound in this process, at its edge: the refusal comes before any file, and a transcript of exactly
+// MAX_TRANSCRIPT_BYTES is written whole (6 bytes for each $, 1 for each a, 29 for {"content":"","role":"user"} and \n).
+describe("a transcript at its bound of 64 MiB", () => {
+  const history = (over: number): ReturnType<typeof userMessage>[] => [
+    userMessage(`${"$".repeat(11_184_805)}${"a".repeat(5 + over)}`),
+  ];
+  const compact = (over: number, asked: unknown[]): Promise<unknown> =>
+    new CompactionManager({
+      workspace: ws,
+      summarizer: { summarize: (input) => (asked.push(input), Promise.reject(new Error("no summary in this test"))) },
+    })
+      .compactProactively(history(over))
+      .catch((caught: unknown) => caught);
+
+  it("one byte over it is refused before any file is made, and no summary is asked for", async () => {
+    const asked: unknown[] = [];
+    const error = await compact(1, asked);
+    expect(error).toBeInstanceOf(CompactionError);
+    expect((error as Error).message).toBe(
+      `transcript would be ${MAX_TRANSCRIPT_BYTES + 1} bytes, over ${MAX_TRANSCRIPT_BYTES}`,
+    );
+    expect(readdirSync(ws)).toEqual([]);
+    expect(asked).toEqual([]);
+  });
+
+  it("exactly it is written whole, each $ as its escape, before the summary is asked for", async () => {
+    const asked: unknown[] = [];
+    expect(await compact(0, asked)).toEqual(new Error("no summary in this test"));
+    expect(asked).toHaveLength(1);
+    const folder = join(ws, ".agent_tutorial", "artifacts");
+    const [name, ...others] = readdirSync(folder);
+    expect(others).toEqual([]);
+    const file = readFileSync(join(folder, name as string));
+    expect(file.byteLength).toBe(MAX_TRANSCRIPT_BYTES);
+    expect(file.subarray(0, 18).toString("latin1")).toBe('{"content":"\\u0024');
+    expect(file.subarray(-22).toString("latin1")).toBe('aaaaa","role":"user"}\n');
+  });
+});
+
 // Item 10's nearest variation: the disk fills (or turns read-only) while the runtime writes its own .gitignore, the
 // first file of a first batch, in a folder it just made or in one that was there before.
 describe("a disk that fills while the .gitignore is written", () => {
@@ -201,10 +250,13 @@ describe("a disk that fills while the .gitignore is written", () => {
     vi.restoreAllMocks();
     syncBuiltinESMExports();
   });
-  const failIgnoreWrite = (code: string): void => {
+  const failIgnoreWrite = (code: string, first: () => void = () => undefined): void => {
     const real = fs.writeSync;
     vi.spyOn(fs, "writeSync").mockImplementation((fd: number, data: unknown, ...rest: unknown[]) => {
-      if (data === "*\n") throw Object.assign(new Error(code), { code });
+      if (data === "*\n") {
+        first();
+        throw Object.assign(new Error(code), { code });
+      }
       return (real as (...args: unknown[]) => number)(fd, data, ...rest);
     });
     syncBuiltinESMExports();
@@ -225,5 +277,49 @@ describe("a disk that fills while the .gitignore is written", () => {
     failIgnoreWrite(code);
     expect(await batch()).toBeInstanceOf(Error);
     expect(readdirSync(join(ws, ".agent_tutorial"))).toEqual([]);
+  });
+
+  const ignoreFile = (): string => join(ws, ".agent_tutorial", ".gitignore");
+  /** The error code the batch's error carries, itself or as a cause. */
+  const codeOf = (error: unknown): unknown => {
+    for (let at: unknown = error; at instanceof Error; at = at.cause) {
+      const { code } = at as NodeJS.ErrnoException;
+      if (code !== undefined) return code;
+    }
+    return undefined;
+  };
+
+  it("a file put in the .gitignore's place before the write fails is someone else's: it is left, the disk's error is the cause", async () => {
+    mkdirSync(join(ws, ".agent_tutorial"));
+    failIgnoreWrite("ENOSPC", () => {
+      writeFileSync(join(ws, "theirs"), "theirs\n");
+      renameSync(join(ws, "theirs"), ignoreFile());
+    });
+    expect(codeOf(await batch())).toBe("ENOSPC");
+    expect(readFileSync(ignoreFile(), "utf8")).toBe("theirs\n");
+  });
+
+  it("a .gitignore already gone when the write fails adds no error of its own: the disk's is the cause", async () => {
+    failIgnoreWrite("ENOSPC", () => rmSync(ignoreFile()));
+    expect(codeOf(await batch())).toBe("ENOSPC");
+    if (process.platform === "linux") expect(readdirSync(ws)).toEqual([]);
+  });
+
+  it("an fstat that fails on the new .gitignore is the batch's cause, not an error of the cleanup after it", async () => {
+    mkdirSync(join(ws, ".agent_tutorial"));
+    let ignoreFd: number | undefined;
+    const realOpen = fs.openSync;
+    vi.spyOn(fs, "openSync").mockImplementation((path: fs.PathLike, ...rest: unknown[]) => {
+      const fd = (realOpen as (...args: unknown[]) => number)(path, ...rest);
+      if (String(path).endsWith("/.gitignore")) ignoreFd = fd;
+      return fd;
+    });
+    const realFstat = fs.fstatSync;
+    vi.spyOn(fs, "fstatSync").mockImplementation(((fd: number, ...rest: unknown[]) => {
+      if (fd === ignoreFd) throw Object.assign(new Error("EIO"), { code: "EIO" });
+      return (realFstat as (...args: unknown[]) => unknown)(fd, ...rest);
+    }) as typeof fs.fstatSync);
+    syncBuiltinESMExports();
+    expect(codeOf(await batch())).toBe("EIO");
   });
 });
