@@ -15,8 +15,8 @@ export class AnswerInput {
   readonly #decoder = new StringDecoder("utf8");
   #answer: ((line: string | undefined) => void) | undefined;
   #listening = false;
-  /** Reads so far: a question listens once a turn of the event loop has passed with none. */
-  #reads = 0;
+  /** Whether the input has been read since we started: what was typed before that is still to come. */
+  #primed = false;
   #line = "";
   #ended = false;
 
@@ -25,6 +25,14 @@ export class AnswerInput {
     input.on("data", this.#onData);
     input.on("end", this.#onEnd);
     input.on("error", this.#onEnd);
+    // Lines typed while the program started wait in the terminal until the first read, which may come after
+    // a question printed at once (a replay asks before any I/O): they count only from the turn after it.
+    setImmediate(() =>
+      setImmediate(() => {
+        this.#primed = true;
+        if (this.#answer !== undefined) this.#listening = true;
+      }),
+    );
   }
 
   /**
@@ -37,24 +45,7 @@ export class AnswerInput {
     return new Promise((resolve) => {
       this.#answer = resolve;
       this.#line = "";
-      this.#listenWhenQuiet(resolve);
-    });
-  }
-
-  /**
-   * Listens for `answer` once a whole turn of the event loop has passed with nothing read. A terminal hands over
-   * one typed line per read and the program reads once a turn, so lines typed before the question (while the
-   * program started, or queued behind the last answer) still wait in it when the question is printed: each is
-   * read and dropped first, however fast the question came.
-   */
-  #listenWhenQuiet(answer: (line: string | undefined) => void): void {
-    setImmediate(() => {
-      const reads = this.#reads;
-      setImmediate(() => {
-        if (this.#answer !== answer) return;
-        if (this.#reads === reads) this.#listening = true;
-        else this.#listenWhenQuiet(answer);
-      });
+      this.#listening = this.#primed;
     });
   }
 
@@ -69,7 +60,6 @@ export class AnswerInput {
   }
 
   readonly #onData = (chunk: Buffer | string): void => {
-    this.#reads += 1;
     const text = typeof chunk === "string" ? chunk : this.#decoder.write(chunk);
     if (this.#answer === undefined || !this.#listening) return;
     const end = text.indexOf("\n");
