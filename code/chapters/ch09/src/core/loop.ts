@@ -1,7 +1,7 @@
 import type { AgentEvent, AgentEventListener } from "./agent-events.js";
 import { HookContractError, HookRegistry, type HookResult } from "./hooks.js";
 import { isChatMessage, systemMessage, toolMessage, userMessage, validateToolPairing } from "./messages.js";
-import type { ChatMessage, SystemMessage, ToolCall } from "./messages.js";
+import type { ChatMessage, SystemMessage, ToolCall, UserMessage } from "./messages.js";
 import type { ModelClient, ModelRequest } from "./model.js";
 import { PermissionContractError, PermissionDecision, PermissionPolicy, PermissionRequest } from "./permissions.js";
 import { copyToolResult, isToolResult, toolError } from "./tools.js";
@@ -64,6 +64,28 @@ export class HistoryProcessingError extends AgentRunError {
   ) {
     super(message, options);
   }
+}
+
+/**
+ * Chapter 9: a turn lifecycle's refusal to start the run (memory's store cannot be read), thrown by `beginTurn` before
+ * any model call. The loop passes it on unwrapped, so the caller can say which file to fix; any other failure of a
+ * lifecycle is `Turn lifecycle failed`.
+ */
+export class TurnLifecycleRefusal extends AgentRunError {
+  override readonly name: string = "TurnLifecycleRefusal";
+}
+
+/**
+ * Chapter 9: what runs around one `run(prompt)` (memory is one). The loop knows these three points and nothing of what
+ * stands behind them; trusted code like a hook: a throw or a malformed message fails the run.
+ */
+export interface TurnLifecycle {
+  /** Once per run, after UserPromptSubmit and before the first request; `query` is the prompt as given. */
+  beginTurn(query: string): Promise<void>;
+  /** System or user messages for the next request only: after the history, before the observer's guidance. */
+  beforeModel(): readonly ChatMessage[];
+  /** Once, when the run has its answer (after Stop), with the canonical history. */
+  complete(history: readonly ChatMessage[]): Promise<void>;
 }
 
 /** Chapter 8: what prepares each request's history from a copy of the canonical one (the `CompactionManager`). */
@@ -141,6 +163,11 @@ export interface AgentRunnerOptions {
    * the history. A throw or an invalid result turns each of them into `tool_result_processing_error`.
    */
   readonly toolResultProcessor?: (results: readonly ToolResult[]) => Promise<readonly ToolResult[]>;
+  /**
+   * Chapter 9: called once before the first request, before every request, and once at the end of a run that has
+   * its answer. What `beforeModel` returns goes into that request only, never into the history.
+   */
+  readonly turnLifecycle?: TurnLifecycle;
   readonly onEvent?: AgentEventListener;
 }
 
@@ -163,6 +190,7 @@ export class AgentRunner {
   readonly #toolRoundObserver: ToolRoundObserver | undefined;
   readonly #historyProcessor: AgentRunnerOptions["historyProcessor"];
   readonly #toolResultProcessor: AgentRunnerOptions["toolResultProcessor"];
+  readonly #turnLifecycle: TurnLifecycle | undefined;
   readonly #onEvent: AgentEventListener | undefined;
   readonly #history: ChatMessage[] = [];
   readonly #rewritten = new Map<ToolCall, string>();
@@ -186,6 +214,7 @@ export class AgentRunner {
     this.#toolRoundObserver = options.toolRoundObserver;
     this.#historyProcessor = options.historyProcessor;
     this.#toolResultProcessor = options.toolResultProcessor;
+    this.#turnLifecycle = options.turnLifecycle;
     this.#onEvent = options.onEvent;
   }
 
@@ -217,6 +246,7 @@ export class AgentRunner {
     const submitted = userMessage(prompt);
     const promptHook = await this.#runOutsideTools("UserPromptSubmit", () => this.#hooks.runUserPrompt(submitted));
     this.#history.push(submitted, ...promptHook.additionalContext);
+    await this.#beginTurn(prompt);
     let stopHookActive = false;
     for (let turn = 1; turn <= this.#maxTurns; turn += 1) {
       validateToolPairing(this.#history);
@@ -232,10 +262,16 @@ export class AgentRunner {
       const tools = this.#tools.snapshot();
       // Before the guidance, so a failed preparation does not use up a reminder.
       const requestHistory = await this.#prepareHistory();
-      // Guidance for this request only: it follows the history and is never pushed into it.
+      // Memory and guidance for this request only: they follow the history and are never pushed into it.
+      const lifecycleMessages = this.#lifecycleMessages();
       const observerGuidance = this.#beforeModel();
       const request: ModelRequest = Object.freeze({
-        messages: Object.freeze([systemMessage(this.#systemPrompt), ...requestHistory, ...observerGuidance]),
+        messages: Object.freeze([
+          systemMessage(this.#systemPrompt),
+          ...requestHistory,
+          ...lifecycleMessages,
+          ...observerGuidance,
+        ]),
         tools: tools.openAITools(),
       });
       this.#emit({ type: "model_request", turn });
@@ -260,6 +296,7 @@ export class AgentRunner {
           stopHookActive = true;
           continue;
         }
+        await this.#complete();
         return Object.freeze({ finalText: assistant.content, history: this.history, turns: turn });
       }
 
@@ -298,6 +335,7 @@ export class AgentRunner {
       this.#history.push(...deferred);
       // The stopping call's final content, so the answer is exactly that call's tool message in the history.
       if (stoppedAt !== undefined) {
+        await this.#complete();
         return Object.freeze({
           finalText: (final[stoppedAt] as ToolResult).content,
           history: this.history,
@@ -357,6 +395,35 @@ export class AgentRunner {
       return Object.freeze(guidance.map(systemCopy));
     } catch (error) {
       throw new AgentRunError("Tool round observer failed", { cause: error });
+    }
+  }
+
+  async #beginTurn(prompt: string): Promise<void> {
+    try {
+      await this.#turnLifecycle?.beginTurn(prompt);
+    } catch (error) {
+      if (error instanceof TurnLifecycleRefusal) throw error;
+      throw new AgentRunError("Turn lifecycle failed", { cause: error });
+    }
+  }
+
+  /** The lifecycle's messages, rebuilt as frozen system or user messages; anything else fails the run. */
+  #lifecycleMessages(): readonly ChatMessage[] {
+    if (this.#turnLifecycle === undefined) return [];
+    try {
+      const messages: unknown = this.#turnLifecycle.beforeModel();
+      if (!Array.isArray(messages)) throw new TypeError("the lifecycle returned no array");
+      return Object.freeze(messages.map(contextCopy));
+    } catch (error) {
+      throw new AgentRunError("Turn lifecycle failed", { cause: error });
+    }
+  }
+
+  async #complete(): Promise<void> {
+    try {
+      await this.#turnLifecycle?.complete(this.history);
+    } catch (error) {
+      throw new AgentRunError("Turn lifecycle failed", { cause: error });
     }
   }
 
@@ -449,7 +516,26 @@ function systemCopy(message: unknown): SystemMessage {
   return systemMessage(content);
 }
 
-/** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
+/**
+ * A new frozen system or user message with the text of `message`: a plain object with exactly `role` and `content`,
+ * read once. A getter could answer differently each time it is read, so an accessor is refused, not called twice.
+ */
+function contextCopy(message: unknown): SystemMessage | UserMessage {
+  if (typeof message !== "object" || message === null) throw new TypeError("the lifecycle returned no message");
+  const descriptors = Object.getOwnPropertyDescriptors(message);
+  const keys = Reflect.ownKeys(descriptors);
+  const role = descriptors["role"];
+  const content = descriptors["content"];
+  if (keys.length !== 2 || role === undefined || content === undefined || !("value" in role) || !("value" in content)) {
+    throw new TypeError("the lifecycle returned a message that is not a plain role and content");
+  }
+  const text: unknown = content.value;
+  if (typeof text !== "string") throw new TypeError("the lifecycle returned a message without text");
+  if (role.value === "system") return systemMessage(text);
+  if (role.value === "user") return userMessage(text);
+  throw new TypeError("the lifecycle returned a message that is neither system nor user");
+}
+
 /** Each message's size, measured once: the history only grows, and its messages are frozen. */
 const messageSizes = new WeakMap<ChatMessage, number>();
 
@@ -469,6 +555,7 @@ function conversationBytes(history: readonly ChatMessage[]): number {
   return total;
 }
 
+/** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
 class ResultBudget {
   #left: number;
 

@@ -10,10 +10,18 @@ export interface OpenAIToolSchema {
   };
 }
 
+/**
+ * Chapter 9: who asked, for a record of the run (`--transcript`, `--replay`): a request with no tools is a summary's
+ * or one of memory's three side queries, and only the asker can tell which. Never sent to the provider.
+ */
+export type RequestPurpose = "run" | "subagent" | "summarizer" | "selector" | "extractor" | "consolidator";
+
 /** One request: the system prompt first, then the history, and the tools of this turn's snapshot. */
 export interface ModelRequest {
   readonly messages: readonly ChatMessage[];
   readonly tools: readonly OpenAIToolSchema[];
+  /** Chapter 9: who asked; the loop's own requests leave it out. */
+  readonly purpose?: RequestPurpose;
 }
 
 /**
