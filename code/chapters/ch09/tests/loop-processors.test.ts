@@ -3,11 +3,16 @@ import { z } from "zod";
 import type { AgentEvent } from "../src/core/agent-events.js";
 import { HookRegistry, HookResult } from "../src/core/hooks.js";
 import {
+  AgentLimitError,
   AgentRunError,
   AgentRunner,
   HistoryProcessingError,
+  HookRunError,
+  IncompleteModelReplyError,
   MAX_TURN_RESULT_BYTES,
   type ToolRoundObserver,
+  type TurnLifecycle,
+  TurnLifecycleRefusal,
 } from "../src/core/loop.js";
 import {
   assistantMessage,
@@ -796,5 +801,334 @@ describe("the history processor shapes the request, never the canonical history"
     expect(model.requests).toHaveLength(0);
     expect(counts.beforeModel).toBe(0);
     expect(events).toEqual([]);
+  });
+});
+
+// ——— Chapter 9: the loop's TurnLifecycle (CH09.md §1.7, rules 29, 39–41; the book lists this file as its loop test). ———
+
+/** A lifecycle that writes each call into `trace`, answering `beforeModel` with `messages()`. */
+function tracingLifecycle(trace: string[], messages: () => readonly ChatMessage[] = () => []): TurnLifecycle {
+  return {
+    beginTurn: (query) => {
+      trace.push(`begin:${query}`);
+      return Promise.resolve();
+    },
+    beforeModel: () => {
+      trace.push("before");
+      return messages();
+    },
+    complete: (history) => {
+      trace.push(`complete:${history.length}`);
+      return Promise.resolve();
+    },
+  };
+}
+
+/** A runner with the test tools whose hooks, history processor, observer and model all write into one trace. */
+function lifecycleRunner(
+  model: ScriptedModel,
+  turnLifecycle: TurnLifecycle,
+  trace: string[],
+  options: { hooks?: HookRegistry; maxTurns?: number; historyProcessor?: boolean } = {},
+) {
+  return new AgentRunner({
+    model,
+    tools: testTools(),
+    systemPrompt: "test",
+    workspace: "/nowhere",
+    hooks: options.hooks,
+    maxTurns: options.maxTurns,
+    turnLifecycle,
+    historyProcessor:
+      options.historyProcessor === true
+        ? {
+            prepare: (history) => {
+              trace.push("prepare");
+              return Promise.resolve(history);
+            },
+          }
+        : undefined,
+    onEvent: (event) => {
+      if (event.type === "model_request") trace.push(`model_request ${event.turn}`);
+    },
+  });
+}
+
+/** Hooks that write their events into `trace`; Stop answers with `stop()`. */
+function tracingHooks(trace: string[], stop: () => HookResult = () => new HookResult()): HookRegistry {
+  const hooks = new HookRegistry();
+  hooks.register("UserPromptSubmit", () => {
+    trace.push("UserPromptSubmit");
+    return new HookResult();
+  });
+  hooks.register("Stop", () => {
+    trace.push("Stop");
+    return stop();
+  });
+  return hooks;
+}
+
+describe("chapter 9: the turn lifecycle around one run", () => {
+  it("the lifecycle's message goes into the request after the history and never into the canonical history", async () => {
+    const model = new ScriptedModel([textTurn("done")]);
+    const trace: string[] = [];
+    const runner = lifecycleRunner(
+      model,
+      tracingLifecycle(trace, () => [userMessage("memory context")]),
+      [],
+    );
+
+    const result = await runner.run("go");
+
+    expect(model.requests[0]?.messages).toEqual([
+      { role: "system", content: "test" },
+      userMessage("go"),
+      userMessage("memory context"),
+    ]);
+    expect(result.history).toEqual([userMessage("go"), assistantMessage("done")]);
+    expect(trace).toEqual(["begin:go", "before", "complete:2"]);
+  });
+
+  it("order: UserPromptSubmit, beginTurn once, then per request the history processor, beforeModel and the request; Stop, then complete once", async () => {
+    const model = new ScriptedModel([toolTurn(echo("c1", "a")), textTurn("done")]);
+    const trace: string[] = [];
+    const runner = lifecycleRunner(model, tracingLifecycle(trace), trace, {
+      hooks: tracingHooks(trace),
+      historyProcessor: true,
+    });
+
+    await runner.run("go");
+
+    expect(trace).toEqual([
+      "UserPromptSubmit",
+      "begin:go",
+      "prepare",
+      "before",
+      "model_request 1",
+      "prepare",
+      "before",
+      "model_request 2",
+      "Stop",
+      "complete:4",
+    ]);
+  });
+
+  it("each request is [system prompt, ...prepared history, ...lifecycle messages, ...observer guidance]", async () => {
+    const asking = toolTurn(echo("c1", "a"));
+    const model = new ScriptedModel([asking, textTurn("done")]);
+    const runner = new AgentRunner({
+      model,
+      tools: testTools(),
+      systemPrompt: "test",
+      workspace: "/nowhere",
+      // Like a summary: the request's history is not the canonical one.
+      historyProcessor: {
+        prepare: (history) => Promise.resolve([userMessage("summary"), ...history.slice(1)]),
+      },
+      turnLifecycle: tracingLifecycle([], () => [systemMessage("memory"), userMessage("more memory")]),
+      toolRoundObserver: { beforeModel: () => [systemMessage("guidance")], recordToolRound: () => undefined },
+    });
+
+    const result = await runner.run("go");
+
+    const tail = [systemMessage("memory"), userMessage("more memory"), systemMessage("guidance")];
+    expect(model.requests.map((request) => request.messages)).toEqual([
+      [systemMessage("test"), userMessage("summary"), ...tail],
+      [systemMessage("test"), userMessage("summary"), asking.message, toolMessage("a", "c1"), ...tail],
+    ]);
+    expect(result.history.map((message) => message.content)).toEqual(["go", null, "a", "done"]);
+  });
+
+  it("the lifecycle's messages are frozen copies: changing what it returned afterwards changes no request", async () => {
+    const model = new ScriptedModel([textTurn("done")]);
+    const returned = { role: "system", content: "memory" };
+    const runner = lifecycleRunner(
+      model,
+      tracingLifecycle([], () => [returned as ChatMessage]),
+      [],
+    );
+
+    await runner.run("go");
+    returned.content = "changed";
+
+    const sent = model.requests[0]?.messages[2];
+    expect(sent).toEqual(systemMessage("memory"));
+    expect(sent).not.toBe(returned);
+    expect(Object.isFrozen(sent)).toBe(true);
+  });
+
+  it("a forceContinue keeps the same run: one beginTurn, and complete once at the true end", async () => {
+    const model = new ScriptedModel([textTurn("first"), textTurn("second")]);
+    const trace: string[] = [];
+    let stops = 0;
+    const hooks = tracingHooks(trace, () => {
+      stops += 1;
+      return new HookResult(stops === 1 ? { forceContinue: userMessage("again") } : {});
+    });
+    const runner = lifecycleRunner(model, tracingLifecycle(trace), trace, { hooks });
+
+    const result = await runner.run("go");
+
+    expect(result.finalText).toBe("second");
+    expect(trace).toEqual([
+      "UserPromptSubmit",
+      "begin:go",
+      "before",
+      "model_request 1",
+      "Stop",
+      "before",
+      "model_request 2",
+      "Stop",
+      "complete:4",
+    ]);
+  });
+
+  it("a PostToolUse stop ends the run with its answer, so complete runs", async () => {
+    const model = new ScriptedModel([toolTurn(echo("c1", "a")), textTurn("never asked")]);
+    const trace: string[] = [];
+    const hooks = new HookRegistry();
+    hooks.register("PostToolUse", () => new HookResult({ preventContinuation: true }));
+    const runner = lifecycleRunner(model, tracingLifecycle(trace), trace, { hooks });
+
+    const result = await runner.run("go");
+
+    expect(result.finalText).toBe("a");
+    expect(trace).toEqual(["begin:go", "before", "model_request 1", "complete:3"]);
+  });
+
+  it("a failed UserPromptSubmit fails the run before beginTurn", async () => {
+    const model = new ScriptedModel([textTurn("never asked")]);
+    const trace: string[] = [];
+    const hooks = new HookRegistry();
+    hooks.register("UserPromptSubmit", () => {
+      throw new Error("hook broke");
+    });
+    const runner = lifecycleRunner(model, tracingLifecycle(trace), trace, { hooks });
+
+    await expect(runner.run("go")).rejects.toThrow(HookRunError);
+    expect(trace).toEqual([]);
+    expect(model.requests).toHaveLength(0);
+  });
+
+  it.each([
+    ["the turn limit", [toolTurn(echo("c1", "a"))], { maxTurns: 1 }, AgentLimitError],
+    ["a reply cut at the token limit", [textTurn("[]", "length")], {}, IncompleteModelReplyError],
+    ["a failed model call", [], {}, Error],
+    ["a reply with neither text nor calls", [textTurn("  ")], {}, AgentRunError],
+  ] as const)("no failed run calls complete: %s", async (_name, replies, options, failure) => {
+    const model = new ScriptedModel(replies);
+    const trace: string[] = [];
+    const runner = lifecycleRunner(model, tracingLifecycle(trace), trace, options);
+
+    await expect(runner.run("go")).rejects.toBeInstanceOf(failure);
+    expect(trace.filter((row) => row.startsWith("complete"))).toEqual([]);
+    expect(trace[0]).toBe("begin:go");
+  });
+
+  it("no failed run calls complete: a failed Stop hook", async () => {
+    const model = new ScriptedModel([textTurn("done")]);
+    const trace: string[] = [];
+    const hooks = tracingHooks(trace, () => {
+      throw new Error("stop broke");
+    });
+    const runner = lifecycleRunner(model, tracingLifecycle(trace), trace, { hooks });
+
+    await expect(runner.run("go")).rejects.toThrow(HookRunError);
+    expect(trace).toEqual(["UserPromptSubmit", "begin:go", "before", "model_request 1", "Stop"]);
+  });
+
+  it("no failed run calls complete: a failed history processor", async () => {
+    const model = new ScriptedModel([textTurn("never asked")]);
+    const trace: string[] = [];
+    const runner = new AgentRunner({
+      model,
+      tools: testTools(),
+      systemPrompt: "test",
+      workspace: "/nowhere",
+      turnLifecycle: tracingLifecycle(trace),
+      historyProcessor: { prepare: () => Promise.reject(new Error("disk full")) },
+    });
+
+    await expect(runner.run("go")).rejects.toThrow(HistoryProcessingError);
+    expect(trace).toEqual(["begin:go"]);
+    expect(model.requests).toHaveLength(0);
+  });
+});
+
+describe("chapter 9: a broken lifecycle fails the run as 'Turn lifecycle failed'", () => {
+  const broken = (overrides: Partial<TurnLifecycle>): TurnLifecycle => ({ ...tracingLifecycle([]), ...overrides });
+
+  it.each([
+    ["beginTurn throws", broken({ beginTurn: () => Promise.reject(new Error("no store")) })],
+    [
+      "beforeModel throws",
+      broken({
+        beforeModel: () => {
+          throw new Error("no text");
+        },
+      }),
+    ],
+    ["beforeModel returns no array", broken({ beforeModel: () => "memory" as never })],
+    ["beforeModel returns an assistant message", broken({ beforeModel: () => [assistantMessage("memory")] })],
+    ["beforeModel returns a tool message", broken({ beforeModel: () => [toolMessage("memory", "c1")] })],
+    ["beforeModel returns a message without text", broken({ beforeModel: () => [{ role: "system" } as never] })],
+    [
+      "beforeModel returns a message with an extra key",
+      broken({ beforeModel: () => [{ role: "system", content: "m", name: "x" } as never] }),
+    ],
+    [
+      "beforeModel returns a message whose content is a getter",
+      broken({
+        beforeModel: () => [
+          Object.defineProperty({ role: "system" }, "content", { get: () => "memory", enumerable: true }) as never,
+        ],
+      }),
+    ],
+    ["beforeModel returns null in the array", broken({ beforeModel: () => [null as never] })],
+  ] as const)("%s: no model call is made", async (_name, lifecycle) => {
+    const model = new ScriptedModel([textTurn("never asked")]);
+    const runner = lifecycleRunner(model, lifecycle, []);
+
+    const failure = (await runner.run("go").catch((reason: unknown) => reason)) as AgentRunError;
+
+    expect(failure).toBeInstanceOf(AgentRunError);
+    expect(failure.message).toBe("Turn lifecycle failed");
+    expect(failure.cause).toBeInstanceOf(Error);
+    expect(model.requests).toHaveLength(0);
+  });
+
+  it("complete throws: the answer is not returned, the run fails after its one request", async () => {
+    const model = new ScriptedModel([textTurn("done")]);
+    const runner = lifecycleRunner(model, broken({ complete: () => Promise.reject(new Error("disk full")) }), []);
+
+    const failure = (await runner.run("go").catch((reason: unknown) => reason)) as AgentRunError;
+
+    expect(failure.message).toBe("Turn lifecycle failed");
+    expect((failure.cause as Error).message).toBe("disk full");
+    expect(model.requests).toHaveLength(1);
+  });
+
+  it("a TurnLifecycleRefusal from beginTurn is passed on as it is, before any model call", async () => {
+    const model = new ScriptedModel([textTurn("never asked")]);
+    const refusal = new TurnLifecycleRefusal("memory manifest has an invalid schema");
+    const trace: string[] = [];
+    const runner = lifecycleRunner(model, broken({ beginTurn: () => Promise.reject(refusal) }), trace);
+
+    await expect(runner.run("go")).rejects.toBe(refusal);
+    expect(refusal).toBeInstanceOf(AgentRunError);
+    expect(model.requests).toHaveLength(0);
+    expect(runner.history).toEqual([userMessage("go")]);
+  });
+
+  it("a TurnLifecycleRefusal from complete is no refusal: the run is over, so it is 'Turn lifecycle failed'", async () => {
+    const model = new ScriptedModel([textTurn("done")]);
+    const refusal = new TurnLifecycleRefusal("too late");
+    const runner = lifecycleRunner(model, broken({ complete: () => Promise.reject(refusal) }), []);
+
+    const failure = (await runner.run("go").catch((reason: unknown) => reason)) as AgentRunError;
+
+    expect(failure).not.toBe(refusal);
+    expect(failure.message).toBe("Turn lifecycle failed");
+    expect(failure.cause).toBe(refusal);
   });
 });
