@@ -28,6 +28,8 @@ export const BOOK_TESTS: Readonly<Record<string, readonly string[]>> = {
   ch07: ["tests/skills.test.ts", "tests/ch07-skills.test.ts"],
   // The chapter 8 article gives the number of files (21) but no new names; these three are this repository's.
   ch08: ["tests/compaction.test.ts", "tests/loop-processors.test.ts", "tests/ch08-compaction.test.ts"],
+  // The chapter 9 article names three: these two and loop-processors.test.ts, already chapter 8's here.
+  ch09: ["tests/memory.test.ts", "tests/ch09-memory.test.ts"],
 };
 
 /** The book's test files for `chapter`: its own and every earlier chapter's, in the book's order. */

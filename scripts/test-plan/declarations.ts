@@ -32,12 +32,18 @@ export const DECLARATIONS: Readonly<Record<string, TestDeclaration>> = {
   "tests/ch07-skills.test.ts": { reads: ["demo/**"], spawns: [ENTRIES] },
   // Replays chapter 8's walkthrough in this process.
   "tests/ch08-compaction.test.ts": { reads: ["demo/**"] },
+  // Replays chapter 9's walkthrough (its workspace gets a seeded .memory/), and starts the ch09 entry.
+  "tests/ch09-memory.test.ts": { reads: ["demo/**"], spawns: [ENTRIES] },
   "tests/cli.test.ts": { spawns: [ENTRIES] },
   "tests/demo.test.ts": { reads: ["demo/**", "src/**"], spawns: [ENTRIES] },
   "tests/hostile-corpus.test.ts": { reads: ["tests/fixtures/hostile-calls.json"] },
   "tests/hostile-paths.test.ts": { reads: ["tests/fixtures/hostile-paths.json"] },
   // Reads every source file's imports.
   "tests/layering.test.ts": { reads: ["src/**"] },
+  // A second writer in its own process: the store's lock is between processes.
+  "tests/memory.test.ts": { spawns: ["tests/support/memory-*.ts"] },
+  // Children that hold the lock, are interrupted inside it, or write while the parent swaps folders.
+  "tests/memory-hostile.test.ts": { spawns: ["tests/support/memory-*.ts", ENTRIES] },
   "tests/process-lifetime.test.ts": { spawns: ["tests/support/cli-child.ts"] },
   "tests/round4-artifact-attacks.test.ts": { spawns: ["tests/support/round4-transcript-probe.ts"] },
   "tests/shell-flood.test.ts": { spawns: ["tests/support/shell-flood-probe.ts"] },
