@@ -14,7 +14,7 @@ import { findPowerShell } from "../../code/chapters/ch06/src/adapters/powershell
 const repository = fileURLToPath(new URL("../../", import.meta.url));
 const documents = [
   "README.md",
-  ...["ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08"].map((name) => `chapters/${name}.md`),
+  ...["ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09"].map((name) => `chapters/${name}.md`),
 ];
 const powershell = findPowerShell();
 // Like tests/support/powershell.ts: CI fails without pwsh unless .ci/run has already reported a failed install.
