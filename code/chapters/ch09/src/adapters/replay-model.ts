@@ -3,20 +3,29 @@ import type { AssistantMessage, ChatMessage } from "../core/messages.js";
 import type { FinishReason, ModelClient, ModelReply, ModelRequest } from "../core/model.js";
 
 /**
- * Whose request a model call is: the run's own (`parent`), a subagent's (chapter 6), or the history summary's
- * (chapter 8).
+ * Whose request a model call is: the run's own (`parent`), a subagent's (chapter 6), the history summary's
+ * (chapter 8), or one of memory's three side queries (chapter 9).
  */
-export type RequestOwner = "parent" | "subagent" | "summarizer";
+export type RequestOwner = "parent" | "subagent" | "summarizer" | MemoryQuery;
+
+/** Chapter 9: memory's side queries, each named by the `purpose` its request carries. */
+export type MemoryQuery = "selector" | "extractor" | "consolidator";
+
+const MEMORY_QUERIES: readonly string[] = ["selector", "extractor", "consolidator"] satisfies MemoryQuery[];
 
 /**
  * Tells the run's requests from its subagents': the run's all carry the system message its first request carried,
- * a subagent's carries its own. A request that offers no tools is a summary's: every agent offers some. One rule for
+ * a subagent's carries its own. A memory side query says which it is in its `purpose` (it offers no tools, as a
+ * summary does); any other request that offers no tools is a summary's: every agent offers some. One rule for
  * recording replies and for replaying them, so the two always agree.
  */
 export class RequestOwners {
   #parentSystem: string | null | undefined;
 
   of(request: ModelRequest | undefined): RequestOwner {
+    const purpose = request?.purpose;
+    // Before the parent's system message is taken: a run with memory asks its selector first.
+    if (purpose !== undefined && MEMORY_QUERIES.includes(purpose)) return purpose as MemoryQuery;
     if (request?.tools.length === 0) return "summarizer";
     const system = request?.messages[0]?.content ?? null;
     if (this.#parentSystem === undefined) this.#parentSystem = system;
@@ -34,7 +43,21 @@ export interface ReplayOptions {
   readonly subagentTurns?: readonly AssistantMessage[];
   /** Chapter 8: the history summaries' recorded replies, in call order; a summary request is answered only from these. */
   readonly summaryTurns?: readonly AssistantMessage[];
+  /** Chapter 9: memory's selector replies, in call order; a selector request is answered only from these. */
+  readonly selectorTurns?: readonly AssistantMessage[];
+  /** Chapter 9: memory's extractor replies, likewise. */
+  readonly extractorTurns?: readonly AssistantMessage[];
+  /** Chapter 9: memory's consolidator replies, likewise. */
+  readonly consolidatorTurns?: readonly AssistantMessage[];
 }
+
+/** What a side query's replies are called when one is missing: the words of ModelCallError's message. */
+const QUEUE_NAMES = {
+  summarizer: "summary",
+  selector: "memory selector",
+  extractor: "memory extractor",
+  consolidator: "memory consolidator",
+} as const;
 
 /**
  * A model that answers with the assistant turns of a recorded run, in order, whatever happened
@@ -44,30 +67,37 @@ export class ReplayModel implements ModelClient {
   private readonly turns: readonly AssistantMessage[];
   private readonly cutShort: ReadonlyMap<AssistantMessage, FinishReason>;
   private readonly subagentTurns: readonly AssistantMessage[] | undefined;
-  private readonly summaryTurns: readonly AssistantMessage[];
+  /** The summary's and memory's queues: each side request is answered only from its own owner's replies. */
+  private readonly sideTurns: Readonly<Record<keyof typeof QUEUE_NAMES, readonly AssistantMessage[]>>;
+  private readonly nextSide = { summarizer: 0, selector: 0, extractor: 0, consolidator: 0 };
   private next = 0;
   private nextSubagent = 0;
-  private nextSummary = 0;
   private readonly owners = new RequestOwners();
 
   constructor(history: readonly ChatMessage[], options: ReplayOptions = {}) {
     this.turns = history.filter((message): message is AssistantMessage => message.role === "assistant");
     this.cutShort = options.cutShort ?? new Map();
     this.subagentTurns = options.subagentTurns;
-    this.summaryTurns = options.summaryTurns ?? [];
+    this.sideTurns = {
+      summarizer: options.summaryTurns ?? [],
+      selector: options.selectorTurns ?? [],
+      extractor: options.extractorTurns ?? [],
+      consolidator: options.consolidatorTurns ?? [],
+    };
   }
 
   complete(request?: ModelRequest): Promise<ModelReply> {
     const owner = this.owners.of(request);
-    if (owner === "summarizer") {
-      const message = this.summaryTurns[this.nextSummary];
+    if (owner !== "parent" && owner !== "subagent") {
+      const queue = this.sideTurns[owner];
+      const index = this.nextSide[owner];
+      const message = queue[index];
       if (message === undefined) {
-        const recorded = this.summaryTurns.length;
         return Promise.reject(
-          new ModelCallError(`The replay has no summary reply ${this.nextSummary + 1}; it recorded ${recorded}`),
+          new ModelCallError(`The replay has no ${QUEUE_NAMES[owner]} reply ${index + 1}; it recorded ${queue.length}`),
         );
       }
-      this.nextSummary += 1;
+      this.nextSide[owner] = index + 1;
       return Promise.resolve(this.reply(message));
     }
     if (this.subagentTurns !== undefined && owner === "subagent") {

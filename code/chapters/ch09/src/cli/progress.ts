@@ -56,6 +56,16 @@ export function showingModelText(model: ModelClient, say: (text: string, request
   };
 }
 
+/**
+ * Chapter 9: the status while one of memory's side queries runs (memory's `querying` notice). They are no turns of
+ * the run (no `model_request` event), so without these the status would still read the last turn's `等待模型回复`.
+ */
+export const MEMORY_QUERY_STATUS = Object.freeze({
+  selector: "正在选择相关记忆…",
+  extractor: "正在提取记忆…",
+  consolidator: "正在整理记忆…",
+});
+
 /** Rows of the model's words beside its tool calls a run shows; the rest is counted, not shown. */
 export const MODEL_TEXT_ROWS = 12;
 /** Code units of those words read at all: a reply of megabytes is not drawn, only its start. */

@@ -89,7 +89,8 @@ export async function writeTranscript(path: string, transcript: Transcript): Pro
         }),
   );
   const replies = transcript.replies;
-  // Only when a subagent ran or a summary was made: a run without either is recorded exactly as before.
+  // Only when a subagent ran, a summary was made or memory asked its model (chapter 9's runs always do, since the
+  // extractor always runs): a run without any of them is recorded exactly as before.
   const moreReplies = replies !== undefined && replies.some((reply) => reply.agent !== "parent");
   const wire = {
     chapter: transcript.chapter,
@@ -145,6 +146,9 @@ export function replayedTurns(
   readonly turns: readonly ChatMessage[];
   readonly subagentTurns: readonly AssistantMessage[];
   readonly summaryTurns: readonly AssistantMessage[];
+  readonly selectorTurns: readonly AssistantMessage[];
+  readonly extractorTurns: readonly AssistantMessage[];
+  readonly consolidatorTurns: readonly AssistantMessage[];
   readonly cutShort: ReadonlyMap<AssistantMessage, FinishReason>;
 } {
   const turns = runsHooks ? transcript.messages : replayedMessages(transcript);
@@ -156,10 +160,15 @@ export function replayedTurns(
   // A parent reply cut short is in no history: the run ended there, so it answers the run's last request.
   const lastParent = replies.filter((reply) => reply.agent === "parent").at(-1);
   const cutParent = lastParent !== undefined && cutShort.has(lastParent.message) ? [lastParent.message] : [];
+  const of = (agent: RequestOwner): AssistantMessage[] =>
+    replies.filter((reply) => reply.agent === agent).map((reply) => reply.message);
   return {
     turns: [...turns, ...cutParent],
-    subagentTurns: replies.filter((reply) => reply.agent === "subagent").map((reply) => reply.message),
-    summaryTurns: replies.filter((reply) => reply.agent === "summarizer").map((reply) => reply.message),
+    subagentTurns: of("subagent"),
+    summaryTurns: of("summarizer"),
+    selectorTurns: of("selector"),
+    extractorTurns: of("extractor"),
+    consolidatorTurns: of("consolidator"),
     cutShort,
   };
 }
@@ -282,8 +291,18 @@ function toWireReply(reply: RecordedReply): Record<string, unknown> {
   return { agent, ...toOpenAIMessage(message), ...(cut ? { finish_reason: finishReason } : {}) };
 }
 
+/** Every `agent` a recorded reply may name, in the words of the error that lists them. */
+const AGENTS: readonly string[] = [
+  "parent",
+  "subagent",
+  "summarizer",
+  "selector",
+  "extractor",
+  "consolidator",
+] satisfies RequestOwner[];
+
 /**
- * `replies`: assistant messages, each with `agent` (`parent`, `subagent` or `summarizer`) and an optional `finish_reason` of
+ * `replies`: assistant messages, each with `agent` (one of `AGENTS`: chapter 9 adds memory's three side queries) and an optional `finish_reason` of
  * `length` or `content_filter`. The parent's entries are exactly the assistant turns of `messages`, in order (and
  * at most one more, cut short, at their end): a replay never answers the run with a reply its history does not show.
  */
@@ -299,8 +318,8 @@ function toReplies(value: unknown, messages: readonly ChatMessage[], path: strin
     const fields = (typeof entry === "object" && entry !== null ? entry : {}) as Record<string, unknown>;
     if (fields.role !== "assistant") throw new ConfigurationError(`${where}.role must be assistant`);
     const agent = fields.agent;
-    if (agent !== "parent" && agent !== "subagent" && agent !== "summarizer") {
-      throw new ConfigurationError(`${where}.agent must be parent, subagent or summarizer`);
+    if (typeof agent !== "string" || !AGENTS.includes(agent)) {
+      throw new ConfigurationError(`${where}.agent must be one of ${AGENTS.join(", ")}`);
     }
     const read = toMessage(fields, where) as AssistantMessage;
     const reason = fields.finish_reason;
@@ -320,7 +339,7 @@ function toReplies(value: unknown, messages: readonly ChatMessage[], path: strin
         cutParent = true;
       }
     }
-    return Object.freeze({ message, finishReason: reason ?? naturalEnd(message), agent });
+    return Object.freeze({ message, finishReason: reason ?? naturalEnd(message), agent: agent as RequestOwner });
   });
   if (matched !== turns.length) throw mismatch();
   return Object.freeze(replies);

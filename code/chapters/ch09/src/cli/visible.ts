@@ -54,6 +54,8 @@ export const CLI_LINE_STARTS: readonly string[] = [
   // Chapter 8: files the runtime saved, and request history summaries.
   "[Artifact]",
   "[Compaction]",
+  // Chapter 9: what memory selected, saved or could not do.
+  "[Memory]",
   "工具调用需要批准",
   "原因:",
   "原因：",
