@@ -17,8 +17,32 @@ import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it, test, vi } from "vitest";
 import { withFileLock } from "../src/adapters/file-lock.js";
+import { TurnLifecycleRefusal } from "../src/core/loop.js";
+import {
+  assistantMessage,
+  systemMessage,
+  toolCall,
+  toolMessage,
+  userMessage,
+  type ChatMessage,
+} from "../src/core/messages.js";
+import { serializeTranscript } from "../src/features/compaction.js";
 import {
   catalogOf,
+  CONSOLIDATOR_SYSTEM_PROMPT,
+  EXTRACTOR_SYSTEM_PROMPT,
+  extractionPayload,
+  keywordSelect,
+  MemorySession,
+  MemoryUnreadableError,
+  ModelMemoryQueries,
+  NO_FENCE_INSTRUCTION,
+  SELECTOR_SYSTEM_PROMPT,
+  stableJson,
+  type MemoryConsolidator,
+  type MemoryExtractor,
+  type MemoryNotice,
+  type MemorySelector,
   DEFAULT_LOCK_WAIT_MS,
   LOCK_STALE_MS,
   LOCK_UPDATE_MS,
@@ -31,6 +55,7 @@ import {
   serializeMemoryRecord,
   type MemoryEntry,
 } from "../src/features/memory.js";
+import { ScriptedModel, textTurn } from "./support/scripted-model.js";
 
 const POSIX = process.platform !== "win32";
 const LOCKED = "memory store is locked by another process; if none is running, remove .memory/.lock";
@@ -968,4 +993,918 @@ describe("MemoryStore: the two-layer lock", () => {
       '{"version":1,"files":["waited-one.md"]}',
     );
   }, 60_000);
+});
+
+/** A selector that answers `reply` (or throws it, when it is an Error) and records what it was asked. */
+function selectorOf(reply: string | Error): MemorySelector & { calls: [string, string][] } {
+  const calls: [string, string][] = [];
+  return {
+    calls,
+    select(query, catalog) {
+      calls.push([query, catalog]);
+      return reply instanceof Error ? Promise.reject(reply) : Promise.resolve(reply);
+    },
+  };
+}
+
+function extractorOf(reply: string | Error): MemoryExtractor & { calls: [readonly ChatMessage[], string][] } {
+  const calls: [readonly ChatMessage[], string][] = [];
+  return {
+    calls,
+    extract(history, catalog) {
+      calls.push([history, catalog]);
+      return reply instanceof Error ? Promise.reject(reply) : Promise.resolve(reply);
+    },
+  };
+}
+
+function consolidatorOf(reply: string | Error): MemoryConsolidator & { calls: (readonly MemoryRecord[])[] } {
+  const calls: (readonly MemoryRecord[])[] = [];
+  return {
+    calls,
+    consolidate(records) {
+      calls.push(records);
+      return reply instanceof Error ? Promise.reject(reply) : Promise.resolve(reply);
+    },
+  };
+}
+
+const itemOf = (item: MemoryRecord) => ({
+  name: item.name,
+  type: item.kind,
+  description: item.description,
+  body: item.body,
+});
+const DONE: ChatMessage[] = [userMessage("done"), assistantMessage("done")];
+
+describe("MemorySession: selection and injection", () => {
+  it("an absent or empty store makes no selector call, selects nothing and sends no notice", async () => {
+    const root = await tempFolder();
+    const selector = selectorOf('["x"]');
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store: new MemoryStore({ workspace: root }),
+      selector,
+      onNotice: (n) => notices.push(n),
+    });
+    await session.beginTurn("anything");
+    mkdirSync(join(root, ".memory"));
+    writeFileSync(join(root, ".memory", "manifest.json"), '{"version":1,"files":[]}');
+    await session.beginTurn("anything");
+    expect(selector.calls).toEqual([]);
+    expect(session.selected).toEqual([]);
+    expect(session.beforeModel()).toEqual([]);
+    expect(notices).toEqual([]);
+    expect(readdirSync(join(root, ".memory"))).toEqual(["manifest.json"]);
+  });
+
+  it("one selector call gets the prompt and the catalog of the same read; its names select in its order, at most five", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("1", "2", "3", "4", "5", "6") });
+    const all = ["a", "b", "c", "d", "e", "f"].map((name) => record(name));
+    await store.extend(all);
+    const selector = selectorOf('["f", "b", "a", "c", "d", "e"]');
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({ store, selector, onNotice: (n) => notices.push(n) });
+    await session.beginTurn("the prompt");
+    expect(selector.calls).toEqual([["the prompt", catalogOf(await store.entries())]]);
+    expect(session.selected.map((item) => item.name)).toEqual(["f", "b", "a", "c", "d"]);
+    expect(session.lastError).toBeUndefined();
+    expect(notices).toEqual([
+      { type: "querying", query: "selector" },
+      { type: "selected", names: ["f", "b", "a", "c", "d"], total: 6 },
+    ]);
+    const none = new MemorySession({ store, selector: selectorOf("[]"), maxSelected: 2 });
+    await none.beginTurn("q");
+    expect([none.selected, none.lastError, none.beforeModel()]).toEqual([[], undefined, []]);
+  });
+
+  test.each([new Error("offline"), "not json", '["unknown"]'])(
+    "uses deterministic keyword fallback after selector failure",
+    async (output) => {
+      const root = await tempFolder();
+      const store = new MemoryStore({ workspace: root });
+      const tabs = record("tabs-style", "Tabs indentation preference", "Always indent with tabs.");
+      const database = record("database", "Database integration rule", "Never mock the database.");
+      await store.extend([tabs, database]);
+      const session = new MemorySession({ store, selector: selectorOf(output) });
+      await session.beginTurn("Please check the database integration");
+      expect(session.selected).toEqual([database]);
+      expect(session.lastError).toBe("Memory selection failed; deterministic fallback used");
+    },
+  );
+
+  it.each([
+    ["a fenced reply", '```json\n["a"]\n```', "memory model output is not valid JSON"],
+    ["an object", '{"names":["a"]}', "selector output is not a JSON array of unique names"],
+    ["a number in the list", "[1]", "selector output is not a JSON array of unique names"],
+    ["a name twice", '["a","a"]', "selector output is not a JSON array of unique names"],
+    ["an unknown name", '["a","nope"]', "selector named an unknown memory"],
+  ])(
+    "a selector reply with %s falls back to keywords, with one notice giving the reason",
+    async (_what, reply, reason) => {
+      const root = await tempFolder();
+      const store = new MemoryStore({ workspace: root, idGenerator: ids("1", "2") });
+      await store.extend([record("a", "alpha things"), record("b", "beta things")]);
+      const notices: MemoryNotice[] = [];
+      const session = new MemorySession({ store, selector: selectorOf(reply), onNotice: (n) => notices.push(n) });
+      await session.beginTurn("alpha question");
+      expect(session.selected).toEqual([record("a", "alpha things")]);
+      expect(session.lastError).toBe("Memory selection failed; deterministic fallback used");
+      expect(notices).toEqual([
+        { type: "querying", query: "selector" },
+        { type: "selection_failed", reason, names: ["a"], total: 2 },
+      ]);
+    },
+  );
+
+  it("a session without a selector chooses by keywords, which is no failure", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    await store.extend([
+      record("database", "生产数据库约束", "使用真实数据库。"),
+      record("interaction", "前端交互约束", "保持键盘可用。"),
+    ]);
+    const session = new MemorySession({ store });
+    await session.beginTurn("检查数据库集成");
+    expect(session.selected).toEqual([record("database", "生产数据库约束", "使用真实数据库。")]);
+    expect(session.lastError).toBeUndefined();
+  });
+
+  it("injects exactly the selected memories, in the book's layout, as one system message", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    const tabs = record("tabs-style", "Tabs indentation preference", "Always indent with tabs.");
+    const database = new MemoryRecord({
+      name: "database-rule",
+      description: "生产数据库约束",
+      kind: "feedback",
+      body: "Never mock the database.",
+    });
+    await store.extend([tabs, database]);
+    const session = new MemorySession({ store, selector: selectorOf('["database-rule"]') });
+    await session.beginTurn("q");
+    const context = session.beforeModel();
+    expect(context[0]?.content).toContain("Never mock the database.");
+    expect(context[0]?.content).not.toContain("Always indent with tabs.");
+    expect(context).toEqual([
+      {
+        role: "system",
+        content:
+          "<relevant_memories>\n\n## database-rule (feedback)\n\n生产数据库约束\n\nNever mock the database.\n\n</relevant_memories>",
+      },
+    ]);
+    const both = new MemorySession({ store, selector: selectorOf('["database-rule","tabs-style"]') });
+    await both.beginTurn("q");
+    expect(both.renderSelected()).toBe(
+      "<relevant_memories>\n\n## database-rule (feedback)\n\n生产数据库约束\n\nNever mock the database.\n\n" +
+        "## tabs-style (project)\n\nTabs indentation preference\n\nAlways indent with tabs.\n\n</relevant_memories>",
+    );
+    const quiet = new MemorySession({ store, selector: selectorOf('["database-rule"]'), emitContextMessages: false });
+    await quiet.beginTurn("q");
+    expect(quiet.beforeModel()).toEqual([]);
+    expect(quiet.selected).toEqual([database]);
+    expect(new MemorySession({ store }).renderSelected()).toBe("");
+  });
+
+  it("beginTurn resets lastError and the selection of the run before", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    await store.add(record("a", "alpha"));
+    let reply: string | Error = new Error("offline");
+    const session = new MemorySession({
+      store,
+      selector: { select: () => (reply instanceof Error ? Promise.reject(reply) : Promise.resolve(reply)) },
+    });
+    await session.beginTurn("alpha");
+    expect(session.lastError).toBe("Memory selection failed; deterministic fallback used");
+    reply = "[]";
+    await session.beginTurn("alpha");
+    expect([session.lastError, session.selected]).toEqual([undefined, []]);
+  });
+
+  it("a store that cannot be read fails beginTurn before any selector call, naming what to fix", async () => {
+    const root = await tempFolder();
+    mkdirSync(join(root, ".memory"));
+    writeFileSync(join(root, ".memory", "manifest.json"), JSON.stringify({ version: true, files: [] }));
+    const selector = selectorOf("[]");
+    const session = new MemorySession({ store: new MemoryStore({ workspace: root }), selector });
+    const error = await session.beginTurn("q").catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(MemoryUnreadableError);
+    expect(error).toBeInstanceOf(TurnLifecycleRefusal);
+    expect((error as Error).name).toBe("MemoryUnreadableError");
+    expect((error as Error).message).toBe("memory manifest has an invalid schema: .memory/manifest.json");
+    expect((error as Error).cause).toBeInstanceOf(MemoryStoreError);
+    expect(selector.calls).toEqual([]);
+    writeFileSync(join(root, ".memory", "manifest.json"), '{"version":1,"files":["a-1.md"]}');
+    writeFileSync(join(root, ".memory", "a-1.md"), "not a memory");
+    await expect(session.beginTurn("q")).rejects.toThrow(
+      new MemoryUnreadableError("memory file is invalid: .memory/a-1.md: it must begin with --- frontmatter ---"),
+    );
+  });
+
+  it("a lock that cannot be taken at beginTurn leaves memory out of this run with one notice, and does not fail it", async () => {
+    const root = await tempFolder();
+    const lockPath = join(root, ".memory", ".lock");
+    mkdirSync(lockPath, { recursive: true });
+    const future = new Date(Date.now() + 3_600_000);
+    utimesSync(lockPath, future, future);
+    const notices: MemoryNotice[] = [];
+    const selector = selectorOf("[]");
+    const session = new MemorySession({
+      store: new MemoryStore({ workspace: root, lockWaitMs: 100 }),
+      selector,
+      onNotice: (n) => notices.push(n),
+    });
+    await session.beginTurn("q");
+    expect([session.selected, session.beforeModel(), session.lastError, selector.calls]).toEqual([
+      [],
+      [],
+      undefined,
+      [],
+    ]);
+    expect(notices).toEqual([{ type: "unreadable", reason: LOCKED }]);
+  });
+});
+
+describe("keywordSelect", () => {
+  const database = record("database", "生产数据库约束", "使用真实数据库。");
+  const interaction = record("interaction", "前端交互约束", "保持键盘可用。");
+
+  it("matches Chinese by adjacent pairs: 检查数据库集成 picks the database record (2 against 0)", () => {
+    expect(keywordSelect("检查数据库集成", [database, interaction], 5)).toEqual([database]);
+  });
+
+  it("matches English tokens of three or more as substrings of name and description, never the body, ties by name", () => {
+    const tabs = record("tabs-style", "缩进使用 Tab", "本仓库统一用 Tab 缩进，不用空格。");
+    const rule = record("database-rule", "生产数据库约束", "测试必须连真实集成数据库，禁止 mock。");
+    expect(keywordSelect("Tab 还是空格？", [tabs, rule], 5)).toEqual([rule, tabs]);
+    expect(keywordSelect("weather forecast", [tabs, rule], 5)).toEqual([]);
+    expect(keywordSelect("mock", [tabs, rule], 5)).toEqual([]);
+    expect(keywordSelect("an ok go 数", [tabs, rule], 5)).toEqual([]);
+  });
+
+  it("ranks by the number of distinct tokens, keeps at most limit, and scores the book's example 6", () => {
+    const examples = record("powershell-only-examples", "本项目的命令示例只使用 PowerShell");
+    const other = record("other", "项目");
+    expect(keywordSelect("这个项目的命令示例有什么约束？", [other, examples], 5)).toEqual([examples, other]);
+    expect(keywordSelect("这个项目的命令示例有什么约束？", [other, examples], 1)).toEqual([examples]);
+    const b = record("b-note", "alpha");
+    const a = record("a-note", "alpha");
+    expect(keywordSelect("ALPHA alpha", [b, a], 5)).toEqual([a, b]);
+  });
+});
+
+describe("MemorySession: extraction", () => {
+  it("hands the extractor a frozen copy of the history, never the caller's objects, and leaves the history as it was", async () => {
+    const root = await tempFolder();
+    const extractor = extractorOf("[]");
+    const session = new MemorySession({ store: new MemoryStore({ workspace: root }), extractor });
+    const history: ChatMessage[] = [
+      { role: "user", content: "remember tabs" },
+      { role: "assistant", content: null, toolCalls: [{ id: "c1", name: "read_file", arguments: "{}" }] },
+      { role: "tool", content: "<persisted-tool-result>\npath: x\n</persisted-tool-result>", toolCallId: "c1" },
+      { role: "assistant", content: "done", toolCalls: [] },
+    ];
+    const before = structuredClone(history);
+    await session.complete(history);
+    const histories = extractor.calls.map(([given]) => given);
+    expect(history).toEqual(before);
+    expect(histories[0]).not.toBe(history);
+    expect((histories[0] as readonly ChatMessage[])[0]).not.toBe(history[0]);
+    expect(histories[0]).toEqual(history);
+    expect(Object.isFrozen(histories[0])).toBe(true);
+    expect(Object.isFrozen((histories[0] as readonly ChatMessage[])[1])).toBe(true);
+    expect(extractor.calls[0]?.[1]).toBe("");
+    expect(readdirSync(root)).toEqual([]);
+  });
+
+  it("saves a valid batch through extend, with the catalog of a fresh read, and reports each saved file", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "two") });
+    await store.add(record("first"));
+    const extracted = new MemoryRecord({
+      name: "windows-examples",
+      description: "Project examples target Windows",
+      kind: "project",
+      body: "Use PowerShell for user-facing commands.",
+    });
+    const extractor = extractorOf(JSON.stringify([itemOf(extracted)]));
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({ store, extractor, onNotice: (n) => notices.push(n) });
+    await session.complete(DONE);
+    expect(extractor.calls[0]?.[1]).toBe("- [first](first-one.md) - first description\n");
+    expect(await store.records()).toEqual([record("first"), extracted]);
+    expect(session.lastError).toBeUndefined();
+    expect(notices).toEqual([
+      { type: "querying", query: "extractor" },
+      { type: "extracted", names: ["windows-examples"] },
+      {
+        type: "saved",
+        name: "windows-examples",
+        kind: "project",
+        description: "Project examples target Windows",
+        file: ".memory/windows-examples-two.md",
+      },
+    ]);
+  });
+
+  it("one invalid item fails the whole batch: nothing is written and no consolidator is asked", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    const consolidator = consolidatorOf(new Error("never"));
+    const session = new MemorySession({
+      store,
+      extractor: extractorOf(
+        JSON.stringify([itemOf(record("valid")), { ...itemOf(record("other")), name: "../invalid" }]),
+      ),
+      consolidator,
+      consolidateThreshold: 1,
+    });
+    await session.complete([userMessage("remember both"), assistantMessage("done")]);
+    expect(session.lastError).toBe("Memory extraction failed");
+    expect(await store.records()).toEqual([]);
+    expect(consolidator.calls).toHaveLength(0);
+    expect(readdirSync(root)).toEqual([]);
+  });
+
+  it.each([
+    ["an object", '{"name":"a"}', "extractor output is not a JSON array of memories"],
+    ["a fence", "```json\n[]\n```", "memory model output is not valid JSON"],
+    [
+      "an extra key",
+      JSON.stringify([{ ...itemOf(record("a")), why: "x" }]),
+      "extractor output is not a JSON array of memories",
+    ],
+    [
+      "a missing key",
+      JSON.stringify([{ name: "a", type: "user", description: "d" }]),
+      "extractor output is not a JSON array of memories",
+    ],
+    [
+      "a number as a field",
+      JSON.stringify([{ ...itemOf(record("a")), body: 7 }]),
+      "extractor output is not a JSON array of memories",
+    ],
+    [
+      "an unknown type",
+      JSON.stringify([{ ...itemOf(record("a")), type: "secret" }]),
+      "memory kind must be a MemoryType: user, feedback, project or reference",
+    ],
+    ["a stored name", JSON.stringify([itemOf(record("first", "again"))]), "memory names already exist: first"],
+    ["one name twice", JSON.stringify([itemOf(record("a")), itemOf(record("a"))]), "memory names already exist: a"],
+    [
+      "200 items on one stored",
+      JSON.stringify(Array.from({ length: 200 }, (_, i) => itemOf(record(`m${i}`)))),
+      "extractor output would take the store past 200 memories",
+    ],
+    [
+      "a lone surrogate",
+      JSON.stringify([itemOf(record("a"))]).replace("a body", "\\ud800"),
+      "memory text must not contain control or hidden characters",
+    ],
+  ])(
+    "an extractor reply with %s saves nothing, sets lastError and sends one failure notice",
+    async (_what, reply, reason) => {
+      const root = await tempFolder();
+      const store = new MemoryStore({ workspace: root, idGenerator: ids("one") });
+      await store.add(record("first"));
+      const before = folderState(join(root, ".memory"));
+      const notices: MemoryNotice[] = [];
+      const session = new MemorySession({ store, extractor: extractorOf(reply), onNotice: (n) => notices.push(n) });
+      await session.complete(DONE);
+      expect(session.lastError).toBe("Memory extraction failed");
+      expect(notices).toEqual([
+        { type: "querying", query: "extractor" },
+        { type: "extraction_failed", reason },
+      ]);
+      expect(folderState(join(root, ".memory"))).toEqual(before);
+    },
+  );
+
+  it("an empty batch writes nothing and makes no .memory; a failed extractor call is a failure notice", async () => {
+    const root = await tempFolder();
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store: new MemoryStore({ workspace: root }),
+      extractor: extractorOf("[]"),
+      onNotice: (n) => notices.push(n),
+    });
+    await session.complete(DONE);
+    expect(readdirSync(root)).toEqual([]);
+    expect(session.lastError).toBeUndefined();
+    expect(notices).toEqual([
+      { type: "querying", query: "extractor" },
+      { type: "extracted", names: [] },
+    ]);
+    const failing = new MemorySession({
+      store: new MemoryStore({ workspace: root }),
+      extractor: extractorOf(new Error("offline")),
+    });
+    await failing.complete(DONE);
+    expect(failing.lastError).toBe("Memory extraction failed");
+  });
+
+  it("a batch the store cannot commit is Memory extraction failed, with the store's reason", async () => {
+    const root = await tempFolder();
+    mkdirSync(join(root, ".memory"));
+    writeFileSync(join(root, ".memory", "late-collision.md"), "someone else's");
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store: new MemoryStore({ workspace: root, idGenerator: ids("collision") }),
+      extractor: extractorOf(JSON.stringify([itemOf(record("late"))])),
+      onNotice: (n) => notices.push(n),
+    });
+    await session.complete(DONE);
+    expect(session.lastError).toBe("Memory extraction failed");
+    expect(notices.at(-1)).toEqual({
+      type: "extraction_failed",
+      reason: "memory file already exists: .memory/late-collision.md",
+    });
+    expect(readdirSync(join(root, ".memory"))).toEqual(["late-collision.md"]);
+  });
+
+  it("an extractor input over maxExtractionBytes is never sent: nothing is saved and the skip is reported", async () => {
+    const root = await tempFolder();
+    const extractor = extractorOf("[]");
+    const notices: MemoryNotice[] = [];
+    const history = [userMessage("x".repeat(200)), assistantMessage("done")];
+    const bytes = Buffer.byteLength(extractionPayload(history, ""));
+    const session = new MemorySession({
+      store: new MemoryStore({ workspace: root }),
+      extractor,
+      maxExtractionBytes: bytes - 1,
+      onNotice: (n) => notices.push(n),
+    });
+    await session.complete(history);
+    expect(extractor.calls).toEqual([]);
+    expect(session.lastError).toBe("Memory extraction failed");
+    expect(notices).toEqual([{ type: "extraction_skipped", bytes, limit: bytes - 1 }]);
+    const exact = new MemorySession({
+      store: new MemoryStore({ workspace: root }),
+      extractor,
+      maxExtractionBytes: bytes,
+    });
+    await exact.complete(history);
+    expect(extractor.calls).toHaveLength(1);
+  });
+
+  it("a history whose tool calls are not paired is never sent", async () => {
+    const root = await tempFolder();
+    const extractor = extractorOf("[]");
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store: new MemoryStore({ workspace: root }),
+      extractor,
+      onNotice: (n) => notices.push(n),
+    });
+    await session.complete([userMessage("go"), toolMessage("orphan", "c9")]);
+    expect(extractor.calls).toEqual([]);
+    expect(notices).toEqual([{ type: "extraction_failed", reason: "the history's tool calls are not paired" }]);
+  });
+});
+
+describe("MemorySession: consolidation", () => {
+  it("a plan replacing two of three memories keeps the third unchanged and leaves only the new files", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "two", "three", "merged") });
+    const [first, second, unrelated] = [record("first"), record("second"), record("unrelated")];
+    await store.extend([first, second, unrelated]);
+    const plan = {
+      source_names: ["first", "second"],
+      records: [{ name: "merged", type: "project", description: "Merged project facts", body: "merged body" }],
+    };
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store,
+      consolidator: consolidatorOf(JSON.stringify(plan)),
+      consolidateThreshold: 3,
+      onNotice: (n) => notices.push(n),
+    });
+    await session.complete([userMessage("done"), assistantMessage("done")]);
+    expect(await store.records()).toEqual([unrelated, record("merged", "Merged project facts", "merged body")]);
+    expect(JSON.parse(await readFile(join(root, ".memory", "manifest.json"), "utf8"))).toEqual({
+      version: 1,
+      files: ["unrelated-three.md", "merged-merged.md"],
+    });
+    expect((await readdir(join(root, ".memory"))).filter((n) => n.endsWith(".md")).sort()).toEqual([
+      "MEMORY.md",
+      "merged-merged.md",
+      "unrelated-three.md",
+    ]);
+    expect(session.lastError).toBeUndefined();
+    expect(notices).toEqual([
+      { type: "querying", query: "consolidator" },
+      { type: "consolidated", sources: ["first", "second"], records: ["merged"] },
+      {
+        type: "saved",
+        name: "merged",
+        kind: "project",
+        description: "Merged project facts",
+        file: ".memory/merged-merged.md",
+      },
+      { type: "removed", file: ".memory/first-one.md" },
+      { type: "removed", file: ".memory/second-two.md" },
+    ]);
+  });
+
+  it("commits the additions with the plan in one consolidation, and gives the consolidator every candidate", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "two", "three", "four") });
+    await store.add(record("first"));
+    const consolidator = consolidatorOf(
+      JSON.stringify({ source_names: ["first"], records: [itemOf(record("merged"))] }),
+    );
+    const session = new MemorySession({
+      store,
+      extractor: extractorOf(JSON.stringify([itemOf(record("second"))])),
+      consolidator,
+      consolidateThreshold: 2,
+    });
+    await session.complete(DONE);
+    expect(consolidator.calls).toEqual([[record("first"), record("second")]]);
+    expect(await store.records()).toEqual([record("second"), record("merged")]);
+    expect(JSON.parse(readFileSync(join(root, ".memory", "manifest.json"), "utf8"))).toEqual({
+      version: 1,
+      files: ["second-two.md", "merged-three.md"],
+    });
+  });
+
+  it("a failed consolidator saves nothing of this run, the extracted memory included", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    const first = record("first");
+    await store.add(first);
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store,
+      extractor: extractorOf(JSON.stringify([itemOf(record("second"))])),
+      consolidator: consolidatorOf(new Error("offline")),
+      consolidateThreshold: 2,
+      onNotice: (n) => notices.push(n),
+    });
+    await session.complete(DONE);
+    expect(session.lastError).toBe("Memory consolidation failed");
+    expect(await store.records()).toEqual([first]);
+    expect(notices.at(-1)).toEqual({ type: "consolidation_failed", reason: "offline" });
+  });
+
+  it("a failed extraction asks no consolidator", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    const first = record("first");
+    await store.add(first);
+    let consolidationCalls = 0;
+    const session = new MemorySession({
+      store,
+      extractor: extractorOf("not json"),
+      consolidator: { consolidate: () => ((consolidationCalls += 1), Promise.resolve("{}")) },
+      consolidateThreshold: 1,
+    });
+    await session.complete(DONE);
+    expect(session.lastError).toBe("Memory extraction failed");
+    expect(consolidationCalls).toBe(0);
+    expect(await store.records()).toEqual([first]);
+  });
+
+  it.each([
+    ["empty records", { source_names: ["tabs"], records: [] }, "consolidation output has an invalid schema"],
+    [
+      "empty source_names",
+      { source_names: [], records: [itemOf(record("x"))] },
+      "consolidation output has an invalid schema",
+    ],
+    [
+      "a source that is no candidate",
+      { source_names: ["nope"], records: [itemOf(record("x"))] },
+      "consolidation source_names must be unique names of the candidates",
+    ],
+    [
+      "a source twice",
+      { source_names: ["tabs", "tabs"], records: [itemOf(record("x"))] },
+      "consolidation source_names must be unique names of the candidates",
+    ],
+    [
+      "a name kept and added",
+      { source_names: ["tabs"], records: [itemOf(record("other"))] },
+      "memory names already exist: other",
+    ],
+    [
+      "an extra key",
+      { source_names: ["tabs"], records: [itemOf(record("x"))], note: "x" },
+      "consolidation output has an invalid schema",
+    ],
+    ["an array", [itemOf(record("x"))], "consolidation output has an invalid schema"],
+    [
+      "a record with an extra key",
+      { source_names: ["tabs"], records: [{ ...itemOf(record("x")), id: 1 }] },
+      "consolidation output has an invalid schema",
+    ],
+    [
+      "an unsafe name",
+      { source_names: ["tabs"], records: [itemOf(record("x")), { ...itemOf(record("y")), name: "Y" }] },
+      "memory name must be a safe lowercase slug",
+    ],
+  ])("a plan with %s changes nothing and is Memory consolidation failed", async (_what, plan, reason) => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "two") });
+    await store.extend([record("tabs"), record("other")]);
+    const before = folderState(join(root, ".memory"));
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store,
+      consolidator: consolidatorOf(JSON.stringify(plan)),
+      consolidateThreshold: 2,
+      onNotice: (n) => notices.push(n),
+    });
+    await session.complete(DONE);
+    expect(session.lastError).toBe("Memory consolidation failed");
+    expect(notices.at(-1)).toEqual({ type: "consolidation_failed", reason });
+    expect(folderState(join(root, ".memory"))).toEqual(before);
+  });
+
+  it("nine candidates never consolidate; ten do, even when nothing new was extracted", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    await store.extend(Array.from({ length: 9 }, (_, i) => record(`m${i}`)));
+    const consolidator = consolidatorOf(JSON.stringify({ source_names: ["m0"], records: [itemOf(record("merged"))] }));
+    await new MemorySession({ store, extractor: extractorOf("[]"), consolidator }).complete(DONE);
+    expect(consolidator.calls).toHaveLength(0);
+    await store.add(record("m9"));
+    await new MemorySession({ store, extractor: extractorOf("[]"), consolidator }).complete(DONE);
+    expect(consolidator.calls).toHaveLength(1);
+    expect(consolidator.calls[0]).toHaveLength(10);
+    expect((await store.records()).map((item) => item.name)).toEqual([
+      "m1",
+      "m2",
+      "m3",
+      "m4",
+      "m5",
+      "m6",
+      "m7",
+      "m8",
+      "m9",
+      "merged",
+    ]);
+  });
+
+  it("preserves a record committed while consolidation waits on the model", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "merged") });
+    await store.add(record("first", "First fact", "first body"));
+    let started: (() => void) | undefined;
+    const startedPromise = new Promise<void>((resolve) => (started = resolve));
+    let release: (() => void) | undefined;
+    const releasePromise = new Promise<void>((resolve) => (release = resolve));
+    const consolidator: MemoryConsolidator = {
+      async consolidate() {
+        started?.();
+        await releasePromise;
+        return '{"source_names":["first"],"records":[{"name":"merged","type":"project","description":"Merged fact","body":"merged body"}]}';
+      },
+    };
+    const session = new MemorySession({ store, consolidator, consolidateThreshold: 1 });
+    const completion = session.complete([userMessage("done"), assistantMessage("done")]);
+    await startedPromise;
+    const late = record("late", "Late fact", "late body");
+    await new MemoryStore({ workspace: root, idGenerator: ids("late") }).add(late);
+    release?.();
+    await completion;
+    expect(await store.records()).toEqual([late, record("merged", "Merged fact", "merged body")]);
+    expect(session.lastError).toBeUndefined();
+  });
+
+  it("a base record changed while consolidation waits on the model fails it: memory collection changed during consolidation", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "merged") });
+    await store.add(record("first", "First fact", "first body"));
+    let started: (() => void) | undefined;
+    const startedPromise = new Promise<void>((resolve) => (started = resolve));
+    let release: (() => void) | undefined;
+    const releasePromise = new Promise<void>((resolve) => (release = resolve));
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store,
+      consolidator: {
+        async consolidate() {
+          started?.();
+          await releasePromise;
+          return JSON.stringify({ source_names: ["first"], records: [itemOf(record("merged"))] });
+        },
+      },
+      consolidateThreshold: 1,
+      onNotice: (n) => notices.push(n),
+    });
+    const completion = session.complete(DONE);
+    await startedPromise;
+    const other = new MemoryStore({ workspace: root, idGenerator: ids("edited") });
+    await other.applyConsolidation({
+      baseRecords: [record("first", "First fact", "first body")],
+      additions: [],
+      sourceNames: ["first"],
+      replacements: [record("first", "First fact, edited", "first body")],
+    });
+    const before = folderState(join(root, ".memory"));
+    release?.();
+    await completion;
+    expect(session.lastError).toBe("Memory consolidation failed");
+    expect(notices.at(-1)).toEqual({
+      type: "consolidation_failed",
+      reason: "memory collection changed during consolidation",
+    });
+    expect(folderState(join(root, ".memory"))).toEqual(before);
+  });
+});
+
+describe("MemorySession: memory never fails the run", () => {
+  it("with a store whose every method throws, beforeModel and complete neither throw nor reject", async () => {
+    const broken = new Proxy(
+      {},
+      {
+        get: () => () => {
+          throw new Error("broken store");
+        },
+      },
+    ) as unknown as MemoryStore;
+    const notices: MemoryNotice[] = [];
+    const session = new MemorySession({
+      store: broken,
+      selector: selectorOf("[]"),
+      extractor: extractorOf("[]"),
+      consolidator: consolidatorOf("{}"),
+      consolidateThreshold: 1,
+      onNotice: (n) => {
+        notices.push(n);
+        throw new Error("a listener that throws");
+      },
+    });
+    await expect(session.beginTurn("q")).rejects.toThrow(new MemoryUnreadableError("memory store cannot be read"));
+    expect(session.beforeModel()).toEqual([]);
+    await expect(session.complete(DONE)).resolves.toBeUndefined();
+    await expect(session.complete("not a history" as never)).resolves.toBeUndefined();
+    expect(session.lastError).toBe("Memory extraction failed");
+    expect(notices).toEqual([
+      { type: "extraction_failed", reason: "broken store" },
+      { type: "extraction_failed", reason: "the history is not a list of messages" },
+    ]);
+  });
+
+  it("refuses bad configuration with RangeError", async () => {
+    const store = new MemoryStore({ workspace: await tempFolder() });
+    for (const key of ["maxSelected", "consolidateThreshold", "maxExtractionBytes"] as const) {
+      for (const value of [0, -3, 2.5, Number.NaN]) {
+        expect(() => new MemorySession({ store, [key]: value }), `${key} ${value}`).toThrow(
+          new RangeError(`${key} must be a positive integer`),
+        );
+      }
+    }
+  });
+});
+
+describe("ModelMemoryQueries", () => {
+  const history: ChatMessage[] = [
+    userMessage("price is $5 and `x`"),
+    assistantMessage(null, [toolCall("c1", "read_file", '{"path":"a"}')]),
+    toolMessage("界", "c1"),
+    assistantMessage("done"),
+  ];
+
+  it("sends each query as one tool-less request: its prompt, then its stable JSON input, with its purpose", async () => {
+    const model = new ScriptedModel([textTurn('["a"]'), textTurn("[]"), textTurn("{}")]);
+    const queries = new ModelMemoryQueries(model);
+    expect(await queries.select("which?", "- [a](a-1.md) - d\n")).toBe('["a"]');
+    expect(await queries.extract(history, "")).toBe("[]");
+    expect(
+      await queries.consolidate([
+        record("b", "d", "x"),
+        new MemoryRecord({ name: "a", description: "e", kind: "user", body: "y" }),
+      ]),
+    ).toBe("{}");
+    expect(model.requests).toEqual([
+      {
+        messages: [
+          systemMessage(SELECTOR_SYSTEM_PROMPT),
+          userMessage('{"catalog":"- [a](a-1.md) - d\\n","query":"which?"}'),
+        ],
+        tools: [],
+        purpose: "selector",
+      },
+      {
+        messages: [systemMessage(EXTRACTOR_SYSTEM_PROMPT), userMessage(extractionPayload(history, ""))],
+        tools: [],
+        purpose: "extractor",
+      },
+      {
+        messages: [
+          systemMessage(CONSOLIDATOR_SYSTEM_PROMPT),
+          userMessage(
+            '[{"body":"x","description":"d","name":"b","type":"project"},{"body":"y","description":"e","name":"a","type":"user"}]',
+          ),
+        ],
+        tools: [],
+        purpose: "consolidator",
+      },
+    ]);
+  });
+
+  it("gives the extractor the canonical history as chapter 8's transcript objects, and the catalog", () => {
+    expect(extractionPayload(history, "- [a](a-1.md) - d\n")).toBe(
+      '{"conversation":[{"content":"price is $5 and `x`","role":"user"},' +
+        '{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{\\"path\\":\\"a\\"}","name":"read_file"},"id":"c1","type":"function"}]},' +
+        '{"content":"界","role":"tool","tool_call_id":"c1"},{"content":"done","role":"assistant"}],' +
+        '"existing_catalog":"- [a](a-1.md) - d\\n"}',
+    );
+    expect(extractionPayload(history, "x")).toBe(
+      stableJson({
+        conversation: serializeTranscript(history)
+          .trimEnd()
+          .split("\n")
+          .map((line) => JSON.parse(line) as unknown),
+        existing_catalog: "x",
+      }),
+    );
+  });
+
+  test.each([
+    { message: assistantMessage("[]"), finishReason: "length" as const },
+    {
+      message: assistantMessage(null, [{ id: "bad", name: "read_file", arguments: "{}" }]),
+      finishReason: "tool_calls" as const,
+    },
+    { message: assistantMessage("   "), finishReason: "stop" as const },
+  ])("rejects invalid side-query replies", async (reply) => {
+    const queries = new ModelMemoryQueries(new ScriptedModel([reply, reply, reply]));
+    await expect(queries.select("q", "")).rejects.toThrow(MemoryStoreError);
+    await expect(queries.extract([userMessage("q")], "")).rejects.toThrow(MemoryStoreError);
+    await expect(queries.consolidate([record("a")])).rejects.toThrow(MemoryStoreError);
+  });
+
+  it.each([
+    [
+      "a tool call",
+      { message: assistantMessage("[]", [toolCall("c", "shell", "{}")]), finishReason: "stop" as const },
+      "memory model must not call tools",
+    ],
+    [
+      "length",
+      { message: assistantMessage("[]"), finishReason: "length" as const },
+      "memory model finishReason must be stop, got length",
+    ],
+    [
+      "content_filter",
+      { message: assistantMessage("[]"), finishReason: "content_filter" as const },
+      "memory model finishReason must be stop, got content_filter",
+    ],
+    ["no text", { message: assistantMessage(null), finishReason: "stop" as const }, "memory model returned no text"],
+    [
+      "blank text",
+      { message: assistantMessage(" \n\t"), finishReason: "stop" as const },
+      "memory model returned no text",
+    ],
+    [
+      "over 1 MiB",
+      { message: assistantMessage(`[${" ".repeat(1_048_575)}]`), finishReason: "stop" as const },
+      "memory model reply is larger than 1048576 bytes",
+    ],
+  ])("a reply with %s is refused by each of the three queries", async (_what, reply, message) => {
+    const queries = new ModelMemoryQueries(new ScriptedModel([reply, reply, reply]));
+    await expect(queries.select("q", "")).rejects.toThrow(new MemoryStoreError(message));
+    await expect(queries.extract([userMessage("q")], "")).rejects.toThrow(new MemoryStoreError(message));
+    await expect(queries.consolidate([record("a")])).rejects.toThrow(new MemoryStoreError(message));
+  });
+
+  it("accepts a reply of exactly 1 MiB, and ends each prompt with the book's no-fence sentence", async () => {
+    const text = `[${" ".repeat(1_048_574)}]`;
+    expect(await new ModelMemoryQueries(new ScriptedModel([textTurn(text)])).select("q", "")).toBe(text);
+    expect(NO_FENCE_INSTRUCTION).toBe(
+      "直接输出纯 JSON 文本，禁止使用 Markdown 代码块或反引号包裹，禁止输出任何解释文字。",
+    );
+    for (const prompt of [SELECTOR_SYSTEM_PROMPT, EXTRACTOR_SYSTEM_PROMPT, CONSOLIDATOR_SYSTEM_PROMPT]) {
+      expect(prompt.endsWith(` ${NO_FENCE_INSTRUCTION}`)).toBe(true);
+    }
+  });
+});
+
+describe("stableJson", () => {
+  it("sorts keys at every depth by code unit, with no whitespace and non-ASCII kept", () => {
+    expect(stableJson({ b: [{ z: 1, a: "界" }], a: null, B: true, é: 1.5 })).toBe(
+      '{"B":true,"a":null,"b":[{"a":"界","z":1}],"é":1.5}',
+    );
+    expect(stableJson({ x: 1, y: { q: 2, p: 3 } })).toBe(stableJson({ y: { p: 3, q: 2 }, x: 1 }));
+  });
+
+  it("refuses what JSON cannot hold as it is: undefined, functions, symbols, bigints and non-finite numbers", () => {
+    for (const value of [
+      undefined,
+      () => 1,
+      Symbol("s"),
+      1n,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      { a: undefined },
+      [undefined],
+    ]) {
+      expect(() => stableJson(value), typeof value).toThrow(TypeError);
+    }
+  });
 });

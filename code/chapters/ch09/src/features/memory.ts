@@ -981,7 +981,7 @@ export class MemorySession implements TurnLifecycle {
         return;
       }
       const message = error instanceof MemoryStoreError ? error.message : "memory store cannot be read";
-      throw new MemoryUnreadableError(message, { cause: error });
+      throw new MemoryUnreadableError(namingThePlace(message), { cause: error });
     }
     // Nothing to choose from: no selector call at all.
     if (entries.length === 0) return;
@@ -1103,6 +1103,16 @@ export class MemorySession implements TurnLifecycle {
   }
 }
 
+/**
+ * A store error as one line that names what to fix, for the refusal the CLI prints: the manifest's and the folder's
+ * messages get their path after them (a record's already names its file), the book's words left whole.
+ */
+function namingThePlace(message: string): string {
+  if (message.startsWith("memory manifest")) return `${message}: ${MEMORY_FOLDER}/${MANIFEST}`;
+  if (message === ESCAPES || message === "memory folder is not a folder") return `${message}: ${MEMORY_FOLDER}`;
+  return message;
+}
+
 /** A copy of the history no later edit reaches and no extractor can change, checked for tool-call pairing. */
 function snapshotOf(history: readonly ChatMessage[]): readonly ChatMessage[] {
   if (!Array.isArray(history) || !history.every((message) => isChatMessage(message))) {
@@ -1211,8 +1221,14 @@ function parsePlan(
 
 /** Why a step failed, as one line for the notice: memory's own messages as they are, anything else by its kind. */
 function reasonOf(error: unknown): string {
-  if (error instanceof MemoryStoreError) return error.message;
-  if (error instanceof Error && error.name === "MessageContractError") return "the history's tool calls are not paired";
-  if (error instanceof Error && error.name !== "Error") return `${error.name}: ${error.message}`;
-  return error instanceof Error ? error.message : String(error);
+  try {
+    if (error instanceof MemoryStoreError) return error.message;
+    if (error instanceof Error && error.name === "MessageContractError") {
+      return "the history's tool calls are not paired";
+    }
+    if (error instanceof Error && error.name !== "Error") return `${error.name}: ${error.message}`;
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return "an unreadable failure";
+  }
 }
