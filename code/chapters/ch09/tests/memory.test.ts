@@ -734,6 +734,27 @@ describe("MemoryStore: a failed write rolls back", () => {
     expect(await store.records()).toEqual([]);
   });
 
+  it("a consolidation whose manifest cannot be replaced keeps every replaced file and the old set", async () => {
+    const { root, store, before } = await committed();
+    const realRename = fsp.rename;
+    vi.spyOn(fsp, "rename").mockImplementation(async (from, to) => {
+      if (String(to).endsWith("manifest.json")) throw failure("ENOSPC");
+      return realRename(from, to);
+    });
+    syncBuiltinESMExports();
+    await expect(
+      store.applyConsolidation({
+        baseRecords: [record("first")],
+        additions: [record("second")],
+        sourceNames: ["first"],
+        replacements: [record("merged")],
+      }),
+    ).rejects.toThrow(new MemoryStoreError("the disk is full"));
+    vi.restoreAllMocks();
+    syncBuiltinESMExports();
+    await expectOldSet(root, store, before);
+  });
+
   it("a MEMORY.md that cannot be replaced (a folder holds its name) fails the commit before the manifest", async () => {
     const { root, store } = await committed();
     await rm(join(root, ".memory", "MEMORY.md"));

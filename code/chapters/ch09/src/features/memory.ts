@@ -397,13 +397,15 @@ export class MemoryStore {
   /** Adds new memories only: a name already in the store, or twice in `records`, fails the whole call. */
   async extend(records: readonly MemoryRecord[]): Promise<MemoryCommit> {
     checkRecords(records, "records");
-    if (records.length === 0) return EMPTY_COMMIT;
+    // The caller's array may change while this waits its turn: the batch is what was passed.
+    const batch = [...records];
+    if (batch.length === 0) return EMPTY_COMMIT;
     return this.#transaction(true, async (tx) => {
       requireNewNames(
         tx.entries.map((entry) => entry.record.name),
-        records,
+        batch,
       );
-      return this.#commit(tx, tx.entries, records, []);
+      return this.#commit(tx, tx.entries, batch, []);
     });
   }
 
@@ -412,7 +414,13 @@ export class MemoryStore {
    * read again under the lock: records added meanwhile are kept, and a base record changed or removed meanwhile fails
    * it (`memory collection changed during consolidation`).
    */
-  async applyConsolidation(plan: ConsolidationPlan): Promise<MemoryCommit> {
+  async applyConsolidation(given: ConsolidationPlan): Promise<MemoryCommit> {
+    const plan = {
+      baseRecords: [...given.baseRecords],
+      additions: [...given.additions],
+      sourceNames: [...given.sourceNames],
+      replacements: [...given.replacements],
+    };
     checkRecords(plan.baseRecords, "baseRecords");
     checkRecords(plan.additions, "additions");
     checkRecords(plan.replacements, "replacements");
@@ -1024,6 +1032,8 @@ export class MemorySession implements TurnLifecycle {
   }
 
   async complete(history: readonly ChatMessage[]): Promise<void> {
+    // Nothing to ask: not even the store is read.
+    if (this.#extractor === undefined && this.#consolidator === undefined) return;
     let records: readonly MemoryRecord[];
     let additions: readonly MemoryRecord[] = [];
     try {
