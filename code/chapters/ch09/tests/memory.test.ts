@@ -958,6 +958,40 @@ describe("MemoryStore: the two-layer lock", () => {
     expect(seen).toEqual([false, true]);
   });
 
+  it("the lock helper waits without a bound when maxWaitMs is undefined, and runs the second holder after the first", async () => {
+    const root = await tempFolder();
+    const options = { lockfilePath: join(root, "shared.lock"), stale: 30_000, update: 10_000, retryMs: 10 };
+    const events: string[] = [];
+    let releaseFirst: (() => void) | undefined;
+    const firstHeld = new Promise<void>((resolve) => {
+      void withFileLock(root, options, async () => {
+        events.push("first in");
+        resolve();
+        await new Promise<void>((release) => (releaseFirst = release));
+        events.push("first out");
+      });
+    });
+    await firstHeld;
+    const second = withFileLock(root, options, () => {
+      events.push("second in");
+      return Promise.resolve("second's result");
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    releaseFirst?.();
+    expect(await second).toBe("second's result");
+    expect(events).toEqual(["first in", "first out", "second in"]);
+    expect(existsSync(options.lockfilePath)).toBe(false);
+  });
+
+  it("the lock helper throws the operation's own error, and the lock is released", async () => {
+    const root = await tempFolder();
+    const options = { lockfilePath: join(root, "shared.lock"), stale: 30_000, update: 10_000, retryMs: 10 };
+    const failure = new Error("the operation failed");
+    await expect(withFileLock(root, options, () => Promise.reject(failure))).rejects.toBe(failure);
+    expect(existsSync(options.lockfilePath)).toBe(false);
+    await expect(withFileLock(root, { ...options, maxWaitMs: 50 }, () => Promise.resolve(1))).resolves.toBe(1);
+  });
+
   /** A child process running tests/support/memory-writer.ts, and its first line of output. */
   function child(...args: string[]): { process: ChildProcess; line: Promise<string>; exit: Promise<number | null> } {
     const started = spawn(process.execPath, ["--import", tsx, writer, ...args], { stdio: ["ignore", "pipe", "pipe"] });
