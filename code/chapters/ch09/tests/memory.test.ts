@@ -391,6 +391,24 @@ describe("MemoryStore: reading", () => {
     );
   });
 
+  it("one leading BOM is accepted in the manifest and in a record, two are not", async () => {
+    const root = await tempFolder();
+    const memory = join(root, ".memory");
+    mkdirSync(memory);
+    const bom = "\uFEFF";
+    writeFileSync(join(memory, "a-1.md"), bom + serializeMemoryRecord(record("a")));
+    writeFileSync(join(memory, "manifest.json"), `${bom}{"version":1,"files":["a-1.md"]}`);
+    expect(await new MemoryStore({ workspace: root }).records()).toEqual([record("a")]);
+    writeFileSync(join(memory, "a-1.md"), bom + bom + serializeMemoryRecord(record("a")));
+    await expect(new MemoryStore({ workspace: root }).records()).rejects.toThrow(
+      new MemoryStoreError("memory file is invalid: .memory/a-1.md: it must begin with --- frontmatter ---"),
+    );
+    writeFileSync(join(memory, "manifest.json"), `${bom}${bom}{"version":1,"files":[]}`);
+    await expect(new MemoryStore({ workspace: root }).records()).rejects.toThrow(
+      new MemoryStoreError("memory manifest is not valid UTF-8 JSON"),
+    );
+  });
+
   it("one invalid listed record makes the whole store unreadable, never a partial set", async () => {
     const root = await tempFolder();
     const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "two") });

@@ -605,7 +605,8 @@ function openMemoryFolder(workspace: string, create: boolean): HeldFolder | unde
   return found;
 }
 
-const UTF8 = new TextDecoder("utf-8", { fatal: true });
+/** Keeps a BOM in the text (`ignoreBOM`), so the readers below accept exactly one, as the Skills reader does. */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** The manifest and every record it lists, each read bounded and checked; one bad part fails the whole read. */
 async function readStore(
