@@ -103,13 +103,13 @@ function held(access: FolderAccess, folder: Folder, made: boolean): HeldFolder {
       confirm();
       const path = entry(name);
       const file = await open(path, WRITE_NEW, 0o600);
-      let made: BigIntStats | undefined;
+      let opened: BigIntStats | undefined;
       try {
         try {
-          made = await file.stat({ bigint: true });
+          opened = await file.stat({ bigint: true });
           // Reached by name (macOS, Windows): the folder must still be the one checked, and the file the one made.
           confirm();
-          if (!sameFile(lstatSync(path, { bigint: true, throwIfNoEntry: false }), made)) {
+          if (!sameFile(lstatSync(path, { bigint: true, throwIfNoEntry: false }), opened)) {
             throw new Error("the file was replaced while it was written");
           }
           await file.writeFile(bytes);
@@ -118,7 +118,7 @@ function held(access: FolderAccess, folder: Folder, made: boolean): HeldFolder {
           await file.close();
         }
       } catch (error) {
-        if (made === undefined || sameFile(lstatSync(path, { bigint: true, throwIfNoEntry: false }), made)) {
+        if (opened === undefined || sameFile(lstatSync(path, { bigint: true, throwIfNoEntry: false }), opened)) {
           await unlink(path).catch(() => undefined);
         }
         throw error;
