@@ -184,6 +184,30 @@ describe("MemoryRecord", () => {
     expect(() => bytes(4_046)).toThrow(new MemoryStoreError("memory file must not exceed 4096 UTF-8 bytes"));
   });
 
+  it("has the edges the book's second experiment measures: 194 body lines and 1348 characters of 界 are the most", () => {
+    const outcome = (body: string): string => {
+      try {
+        new MemoryRecord({ name: "probe", description: "d", kind: MemoryType.PROJECT, body });
+        return "通过";
+      } catch (error) {
+        return (error as Error).message;
+      }
+    };
+    expect([193, 194, 195].map((lines) => outcome(Array(lines).fill("x").join("\n")))).toEqual([
+      "通过",
+      "通过",
+      "memory file must not exceed 200 lines",
+    ]);
+    expect([1330, 1340, 1348, 1349, 1350, 1400].map((count) => outcome("界".repeat(count)))).toEqual([
+      "通过",
+      "通过",
+      "通过",
+      "memory file must not exceed 4096 UTF-8 bytes",
+      "memory file must not exceed 4096 UTF-8 bytes",
+      "memory file must not exceed 4096 UTF-8 bytes",
+    ]);
+  });
+
   it("is frozen, and keeps the body with LF line ends and without blank lines around it", () => {
     const made = new MemoryRecord({
       name: "a",
@@ -1620,6 +1644,44 @@ describe("MemorySession: consolidation", () => {
     expect(session.lastError).toBe("Memory consolidation failed");
     expect(await store.records()).toEqual([first]);
     expect(notices.at(-1)).toEqual({ type: "consolidation_failed", reason: "offline" });
+  });
+
+  it("a session with only a consolidator still consolidates at its threshold, and an empty plan changes nothing", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root });
+    const user = (name: string, description: string, body: string) =>
+      new MemoryRecord({ name, description, kind: MemoryType.USER, body });
+    await store.extend([
+      user("tabs-old", "旧的缩进偏好", "用 tab。"),
+      user("tabs-new", "新的缩进偏好", "确认用 tab，不用空格。"),
+      user("unrelated", "无关的参考资料", "bug 记在 Linear INGEST。"),
+    ]);
+    const unrelatedFile = readdirSync(join(root, ".memory")).find((name) => name.startsWith("unrelated-")) as string;
+    const plan = {
+      source_names: ["tabs-old", "tabs-new"],
+      records: [{ name: "tabs", type: "user", description: "缩进偏好", body: "本仓库用 tab，不用空格。" }],
+    };
+    const session = new MemorySession({
+      store,
+      consolidator: consolidatorOf(JSON.stringify(plan)),
+      consolidateThreshold: 2,
+    });
+    await session.complete(DONE);
+    expect((await store.records()).map((item) => item.name)).toEqual(["unrelated", "tabs"]);
+    const files = readdirSync(join(root, ".memory"))
+      .filter((name) => name.endsWith(".md"))
+      .sort();
+    expect(files).toHaveLength(3);
+    expect(files).toContain(unrelatedFile);
+    expect(session.lastError).toBeUndefined();
+    const bad = new MemorySession({
+      store,
+      consolidator: consolidatorOf(JSON.stringify({ source_names: ["tabs"], records: [] })),
+      consolidateThreshold: 2,
+    });
+    await bad.complete(DONE);
+    expect((await store.records()).map((item) => item.name)).toEqual(["unrelated", "tabs"]);
+    expect(bad.lastError).toBe("Memory consolidation failed");
   });
 
   it("a failed extraction asks no consolidator", async () => {
