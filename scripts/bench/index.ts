@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only policy,loop,glob,shell,startup,provider,skills,compaction,todos]`: SPEC §12, one table, ratios
+// `npm run bench [-- --quick] [-- --only policy,loop,glob,shell,startup,provider,skills,compaction,memory,todos]`: SPEC §12, one table, ratios
 // side by side.
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -11,13 +11,25 @@ import { benchReplyCap } from "./reply.js";
 import { benchRunnerOverhead } from "./runner-overhead.js";
 import { benchShell } from "./shell.js";
 import { benchCompaction } from "./compaction.js";
+import { benchMemory } from "./memory.js";
 import { benchSkills } from "./skills.js";
 import { benchStartup } from "./startup.js";
 import { benchTodos } from "./todos.js";
 import { renderTable, type Row } from "./table.js";
 import { removeAllTemp } from "./temp.js";
 
-const SECTIONS = ["policy", "loop", "glob", "shell", "startup", "provider", "skills", "compaction", "todos"] as const;
+const SECTIONS = [
+  "policy",
+  "loop",
+  "glob",
+  "shell",
+  "startup",
+  "provider",
+  "skills",
+  "compaction",
+  "memory",
+  "todos",
+] as const;
 type Section = (typeof SECTIONS)[number];
 
 const USAGE = `Usage: npm run bench [-- --quick] [-- --only ${SECTIONS.join(",")}]
@@ -79,6 +91,8 @@ const runners: Record<Section, () => Promise<{ rows: Row[]; notes?: string[] }>>
   skills: () => benchSkills({ runs: quick ? 5 : 15 }),
   // Chapter 8: the tool result processor per reply, and a long run's request history with and without prepare().
   compaction: () => benchCompaction({ runs: quick ? 5 : 15, longRuns: quick ? 3 : 7 }),
+  // Chapter 9: a run's memory overhead (locked store read, keyword selection, injection) against P08's loop.
+  memory: () => benchMemory({ runs: quick ? 5 : 15 }),
   // Chapter 5's todo_write: the peak RSS of one 30 MB reply, each run in a fresh process (issue 34, D5).
   todos: () => benchTodos({ runs: quick ? 1 : 3 }),
 };
