@@ -1,6 +1,6 @@
-// Mutation testing of chapter 3's safety code: `npm run mutate` (not part of `test`, `gate` or CI; see
-// docs/security.md). Stryker copies the repository into .stryker-tmp/, switches one mutant on at a time and
-// runs the ch03 tests that covered it (vitest.mutate.config.mjs); the report goes to reports/mutation/.
+// Mutation testing of chapter 3's safety code and chapter 9's memory store: `npm run mutate` (not part of `test`,
+// `gate` or CI; see docs/security.md). Stryker copies the repository into .stryker-tmp/, switches one mutant on at a
+// time and runs the tests that covered it (vitest.mutate.config.mjs); the report goes to reports/mutation/.
 // Tests that need PowerShell find `pwsh` on PATH, as `npm test` does: without it they skip and mutants survive.
 
 /**
@@ -25,6 +25,11 @@ export const MUTATION_TESTS = [
   "folder-handles",
 ].map((name) => `code/chapters/ch03/tests/${name}.test.ts`);
 
+/** Chapter 9's: the store, its records' text bans and the lock helper, through the tests that call them in-process. */
+export const MEMORY_MUTATION_TESTS = ["memory", "memory-hostile"].map(
+  (name) => `code/chapters/ch09/tests/${name}.test.ts`,
+);
+
 /** @type {import("@stryker-mutator/api/core").PartialStrykerOptions} */
 export default {
   testRunner: "vitest",
@@ -35,14 +40,24 @@ export default {
     "code/chapters/ch03/src/adapters/confined-open.ts",
     "code/chapters/ch03/src/adapters/folder-handles.ts",
     "code/chapters/ch03/src/adapters/filesystem.ts",
+    "code/chapters/ch09/src/features/memory.ts",
+    "code/chapters/ch09/src/adapters/file-lock.ts",
   ],
   // Not `testFiles`: with it, Stryker 9.6.1 switches static mutants (module-level constants such as the path
   // rules' regular expressions) on only after their module has loaded, so they all survive (stryker-js #6144).
   // The vitest config's include limits the tests instead.
   coverageAnalysis: "perTest",
   concurrency: 2,
-  // The sandbox needs only the root configuration and the ch03 snapshot.
-  ignorePatterns: ["/code/chapters/*", "!/code/chapters/ch03", "/chapters", "/docs", "/scripts", "/.ci"],
+  // The sandbox needs only the root configuration and the ch03 and ch09 snapshots.
+  ignorePatterns: [
+    "/code/chapters/*",
+    "!/code/chapters/ch03",
+    "!/code/chapters/ch09",
+    "/chapters",
+    "/docs",
+    "/scripts",
+    "/.ci",
+  ],
   reporters: ["clear-text", "progress", "html", "json"],
   htmlReporter: { fileName: "reports/mutation/mutation.html" },
   jsonReporter: { fileName: "reports/mutation/mutation.json" },
