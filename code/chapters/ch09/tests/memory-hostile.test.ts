@@ -472,6 +472,7 @@ describe.skipIf(!POSIX)("manifest.json the store cannot trust: unreadable, never
     ["files a string", utf8('{"version":1,"files":"alpha-one.md"}'), SCHEMA],
     ["files holding a number", files([1]), SCHEMA],
     ["files holding null", files([null]), SCHEMA],
+    ["files nested 32,000 deep", utf8(`{"version":1,"files":${"[".repeat(32_000)}${"]".repeat(32_000)}}`), SCHEMA],
     ["version 2", utf8('{"version":2,"files":["alpha-one.md"]}'), SCHEMA],
     ["version true", utf8('{"version":true,"files":["alpha-one.md"]}'), SCHEMA],
     ['version "1"', utf8('{"version":"1","files":["alpha-one.md"]}'), SCHEMA],
@@ -633,6 +634,7 @@ describe.skipIf(!POSIX)("a listed record the store cannot trust makes the whole 
   }
 
   const NOT_PLAIN = "the frontmatter is not plain YAML";
+  const KEYS = "name: alpha\ndescription: alpha rule\ntype: project";
   const EXACT_KEYS = "the frontmatter must have exactly name, description and type";
   const HIDDEN = "memory text must not contain control or hidden characters";
   const TAG = "memory text must not contain the relevant_memories tag";
@@ -674,6 +676,12 @@ describe.skipIf(!POSIX)("a listed record the store cannot trust makes the whole 
       "name, description and type must be text",
     ],
     ["a name that is a list", frontmatter("name: [alpha]\ndescription: alpha rule\ntype: project"), NOT_PLAIN],
+    // The deepest shapes 4 KiB can hold: refused as data, in one bounded parse.
+    ["flow lists 1,900 deep", frontmatter(`${KEYS}\nx: ${"[".repeat(1_900)}${"]".repeat(1_900)}`), NOT_PLAIN],
+    ["flow mappings 1,900 deep", frontmatter(`${KEYS}\nx: ${"{".repeat(1_900)}${"}".repeat(1_900)}`), NOT_PLAIN],
+    ["explicit keys nested 1,900 deep", frontmatter(`${KEYS}\n${"? ".repeat(1_900)}x`), NOT_PLAIN],
+    ["block sequences nested 1,900 deep", frontmatter(`${KEYS}\nx:\n  ${"- ".repeat(1_900)}x`), NOT_PLAIN],
+    ["an unclosed [ 3,900 deep as the name", frontmatter(`name: ${"[".repeat(3_900)}`), NOT_PLAIN],
     [
       "a name not matching its file",
       recordText("gamma", "alpha rule", "project", "alpha body."),
@@ -1013,6 +1021,24 @@ describe("the lock taken away while a write holds it (CH09 rule 18)", () => {
         utimesSync(lock, other, other);
       },
     ],
+    [
+      "swapped for a link to a folder outside",
+      (lock) => {
+        rmSync(lock, { recursive: true });
+        symlinkSync(join(outside, ".lock"), lock, "dir");
+      },
+    ],
+    // The attacker gives the outside folder the lock's own mtime first: a refresh that follows the link sees "ours"
+    // and would write the outside folder's times.
+    [
+      "swapped for a link to a folder outside that carries the lock's own mtime",
+      (lock) => {
+        const { mtime } = lstatSync(lock);
+        rmSync(lock, { recursive: true });
+        utimesSync(join(outside, ".lock"), mtime, mtime);
+        symlinkSync(join(outside, ".lock"), lock, "dir");
+      },
+    ],
   ];
   for (const [what, change] of takeAway) {
     it(`${what}: the write fails with "${LOST}" before the manifest replace, nothing crashes`, async () => {
@@ -1025,10 +1051,12 @@ describe("the lock taken away while a write holds it (CH09 rule 18)", () => {
       process.on("uncaughtException", onCrash);
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
       let inside = false;
+      let outsideBefore = baitState(bait);
       const store = storeOf({
         idGenerator: () => {
           inside = existsSync(join(memory, ".lock"));
           change(join(memory, ".lock"));
+          outsideBefore = baitState(bait);
           vi.advanceTimersByTime(LOCK_UPDATE_MS + 1);
           return "three";
         },
@@ -1043,6 +1071,7 @@ describe("the lock taken away while a write holds it (CH09 rule 18)", () => {
       expect(inside).toBe(true);
       expect(result).toEqual(refused(LOST));
       expect(crashes).toEqual([]);
+      expect(baitState(bait)).toEqual(outsideBefore);
       expect(readFileSync(join(memory, "manifest.json"))).toEqual(manifest);
       expect(readFileSync(join(memory, "MEMORY.md"))).toEqual(catalog);
       expect(existsSync(join(memory, "gamma-three.md"))).toBe(false);
@@ -1115,5 +1144,103 @@ describe.skipIf(!POSIX)("SIGINT to a process inside a store operation holding `.
     expect(stdout()).toBe("paused\ncommitted\n");
     expect((await storeOf().records()).map((item) => item.name)).toEqual(["alpha", "beta", "gamma"]);
     expect(leftovers()).toEqual([]);
+  }, 60_000);
+});
+
+const entry = fileURLToPath(new URL("../src/chapters/ch09.ts", import.meta.url));
+const pausePreload = pathToFileURL(fileURLToPath(new URL("./support/memory-hostile-pause.ts", import.meta.url))).href;
+const INTERRUPTED = "已中断，正在停止本次运行启动的所有命令。\n";
+
+describe.skipIf(!POSIX)("the ch09 entry interrupted by SIGINT around `.memory/.lock` (CH09 §8.5)", () => {
+  interface Program {
+    readonly child: ReturnType<typeof spawn>;
+    readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+    readonly stderr: () => string;
+  }
+
+  /** `npm run ch09 -- --replay …` on the seeded workspace, offline; `pause` stops it inside the locked read. */
+  async function startEntry(pause: boolean): Promise<Program> {
+    const transcript = join(base, "replay.json");
+    const messages = [
+      { role: "user", content: "which database should I use?" },
+      { role: "assistant", content: "done" },
+    ];
+    const replies = [
+      { agent: "selector", role: "assistant", content: "[]" },
+      { agent: "parent", role: "assistant", content: "done" },
+      { agent: "extractor", role: "assistant", content: "[]" },
+    ];
+    writeFileSync(transcript, JSON.stringify({ chapter: 9, messages, replies }));
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter(([key]) => !key.startsWith("OPENAI_") && key !== "INIT_CWD"),
+    );
+    const preload = pause ? ["--import", pausePreload] : [];
+    const child = spawn(
+      process.execPath,
+      ["--import", tsx, ...preload, entry, "--replay", transcript, "--workspace", ws, "--quiet"],
+      {
+        cwd: base,
+        env: { ...env, MEMORY_HOSTILE_PAUSED: join(base, "paused"), MEMORY_HOSTILE_RELEASE: join(base, "release") },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let stderr = "";
+    child.stdout.resume();
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.once("exit", (code, signal) => resolve({ code, signal })),
+    );
+    return { child, exited, stderr: () => stderr };
+  }
+
+  async function until(check: () => boolean, program: Program, what: string): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    while (!check()) {
+      if (Date.now() > deadline || program.child.exitCode !== null) {
+        program.child.kill("SIGKILL");
+        throw new Error(`never ${what}: ${program.stderr()}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  it("inside the locked read it exits 130 with the interrupted line, and leaves no `.memory/.lock`", async () => {
+    const manifest = await seed();
+    const program = await startEntry(true);
+    await until(() => existsSync(join(base, "paused")), program, "paused in the locked read");
+    expect(existsSync(join(memory, ".lock"))).toBe(true);
+    program.child.kill("SIGINT");
+    expect(await program.exited).toEqual({ code: 130, signal: null });
+    expect(program.stderr().endsWith(INTERRUPTED)).toBe(true);
+    expect(existsSync(join(memory, ".lock"))).toBe(false);
+    expect(readFileSync(join(memory, "manifest.json"))).toEqual(manifest);
+    expect((await storeOf().records()).map((item) => item.name)).toEqual(["alpha", "beta"]);
+  }, 60_000);
+
+  it("released instead, the same run ends 0: the pause was inside a run that goes on", async () => {
+    await seed();
+    const program = await startEntry(true);
+    await until(() => existsSync(join(base, "paused")), program, "paused in the locked read");
+    writeFileSync(join(base, "release"), "");
+    expect(await program.exited).toEqual({ code: 0, signal: null });
+    expect(program.stderr()).toContain("[Memory] selected 0 of 2\n");
+    expect(leftovers()).toEqual([]);
+  }, 60_000);
+
+  it("waiting for another process's lock it says so, exits 130 on SIGINT, and leaves that lock as it was", async () => {
+    const manifest = await seed();
+    mkdirSync(join(memory, ".lock"));
+    const future = new Date(Date.now() + 60 * 60 * 1000);
+    utimesSync(join(memory, ".lock"), future, future);
+    const lock = entryOf(join(memory, ".lock"), ".lock", false);
+    const program = await startEntry(false);
+    const waiting = "[Memory] waiting for .memory/.lock (another process holds it)\n";
+    await until(() => program.stderr().includes(waiting), program, "said it waits");
+    program.child.kill("SIGINT");
+    expect(await program.exited).toEqual({ code: 130, signal: null });
+    // Chapter 4's hook line comes first: the prompt was submitted before the store was asked.
+    expect(program.stderr()).toBe(`[Hook] UserPromptSubmit\n${waiting}${INTERRUPTED}`);
+    expect(entryOf(join(memory, ".lock"), ".lock", false)).toEqual(lock);
+    expect(readFileSync(join(memory, "manifest.json"))).toEqual(manifest);
   }, 60_000);
 });
