@@ -7,7 +7,7 @@ import type { Settings } from "./config.js";
 import type { AgentEventListener } from "./core/agent-events.js";
 import type { CommandRunner } from "./core/commands.js";
 import { HookRegistry } from "./core/hooks.js";
-import { AgentRunner } from "./core/loop.js";
+import { AgentRunner, type TurnLifecycle } from "./core/loop.js";
 import type { ChatMessage } from "./core/messages.js";
 import type { ModelClient } from "./core/model.js";
 import { PermissionPolicy, PermissionRule, type ApprovalProvider, type AuditSink } from "./core/permissions.js";
@@ -16,6 +16,7 @@ import type { WorkspaceFileSystem } from "./core/filesystem.js";
 import type { ToolRegistry } from "./core/tools.js";
 import { createChapterOneTools, createChapterTwoTools } from "./features/builtin-tools.js";
 import { CompactionManager, ModelHistorySummarizer, type ArtifactNotice } from "./features/compaction.js";
+import { MemorySession, MemoryStore, ModelMemoryQueries, type MemoryNotice } from "./features/memory.js";
 import { SkillRegistry } from "./features/skills.js";
 import { SubagentTool } from "./features/subagents.js";
 import { TodoTracker } from "./features/todos.js";
@@ -58,6 +59,14 @@ export interface BuildDependencies {
   readonly onArtifact?: (notice: ArtifactNotice) => void;
   /** Chapter 8: after each summary, the request history's UTF-8 bytes before and after it. */
   readonly onSummary?: (bytesBefore: number, bytesAfter: number) => void;
+  /** Chapter 9: what memory selected, extracted, saved or removed, or why it could not. */
+  readonly onMemory?: (notice: MemoryNotice) => void;
+  /**
+   * Chapter 9: the run's answer as soon as it has one, before memory's extraction runs after it, so the person reads
+   * it without waiting for the extractor. Not called when a hook's stop ends the run on a tool's result (the caller
+   * prints that once `run` returns), nor on a profile without memory.
+   */
+  readonly onAnswer?: (finalText: string) => void;
 }
 
 /** The tools of chapters 1–5, and chapter 5's tracker when the profile has one. */
@@ -131,6 +140,8 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
           ...(deps.onSummary === undefined ? {} : { onSummary: deps.onSummary }),
         })
       : undefined;
+  // Chapter 9: the parent's alone; a child gets none (D3), so it neither reads nor writes .memory.
+  const memory = profile.capabilities.has("memory") ? createMemorySession(deps, true) : undefined;
   return new AgentRunner({
     model: deps.model,
     tools,
@@ -147,8 +158,51 @@ export function buildAgent(profile: ChapterProfile, deps: BuildDependencies): Ag
           historyProcessor: compaction,
           toolResultProcessor: async (results) => (await compaction.compactToolResults(results)).results,
         }),
+    ...(memory === undefined ? {} : { turnLifecycle: answerBeforeComplete(memory, deps.onAnswer) }),
     ...(deps.onEvent === undefined ? {} : { onEvent: deps.onEvent }),
   });
+}
+
+/**
+ * Chapter 9 (the book's name): memory for one run, on the workspace's `.memory/`. Its three side queries go to the
+ * run's own model object, without tools; `emitContextMessages` says whether the selected memories go into each
+ * request as a message (chapter 10 puts them into its system prompt instead).
+ */
+export function createMemorySession(deps: BuildDependencies, emitContextMessages: boolean): MemorySession {
+  const queries = new ModelMemoryQueries(deps.model);
+  const onMemory = deps.onMemory;
+  const store = new MemoryStore({
+    workspace: realpathSync(deps.workspace),
+    // Another process holds the lock: said once, so a wait of up to 40 s is not taken for a hung agent.
+    ...(onMemory === undefined ? {} : { onLockWait: () => onMemory({ type: "waiting_for_lock" }) }),
+  });
+  return new MemorySession({
+    store,
+    selector: queries,
+    extractor: queries,
+    consolidator: queries,
+    emitContextMessages,
+    ...(onMemory === undefined ? {} : { onNotice: onMemory }),
+  });
+}
+
+/**
+ * `lifecycle`, handing the run's answer to `onAnswer` before its `complete` (memory's extraction) runs: the book's
+ * order, where the user has the answer first and the memory is written after it.
+ */
+function answerBeforeComplete(lifecycle: TurnLifecycle, onAnswer?: (finalText: string) => void): TurnLifecycle {
+  if (onAnswer === undefined) return lifecycle;
+  return {
+    beginTurn: (query) => lifecycle.beginTurn(query),
+    beforeModel: () => lifecycle.beforeModel(),
+    complete: async (history) => {
+      const last = history.at(-1);
+      // An ordinary end: the history ends with the answer the run returns. A hook's stop ends it on a tool's result
+      // instead (its text is not the last message), which the caller prints once the run returns.
+      if (last?.role === "assistant" && last.toolCalls.length === 0 && last.content !== null) onAnswer(last.content);
+      await lifecycle.complete(history);
+    },
+  };
 }
 
 /** The parent's system prompt: chapter 1's line, chapter 5's TODO line, chapter 7's header and catalog. */

@@ -7,7 +7,14 @@ import { wrapped } from "./cli/approval-view.js";
 import type { DemoSetup } from "./cli/demo.js";
 import { demoHooks } from "./cli/demo-hooks.js";
 import { liveHooks } from "./cli/live-hooks.js";
-import { modelTextRows, progressListener, showingModelText, SUBAGENT_LEAD } from "./cli/progress.js";
+import { memoryLine } from "./cli/memory-lines.js";
+import {
+  MEMORY_QUERY_STATUS,
+  modelTextRows,
+  progressListener,
+  showingModelText,
+  SUBAGENT_LEAD,
+} from "./cli/progress.js";
 import { readPromptFile } from "./cli/prompt-file.js";
 import { settingsLine } from "./cli/settings-line.js";
 import { Terminal } from "./cli/terminal.js";
@@ -16,7 +23,7 @@ import { oneLine, shownAnswer, visible, wrapsIntoCliLine } from "./cli/visible.j
 import { workspaceFolder } from "./cli/workspace-folder.js";
 import { ConfigurationError, dotEnvInWorkspace, loadSettingsFrom, readDotEnv, settingSources } from "./config.js";
 import type { HookRegistry } from "./core/hooks.js";
-import { AgentRunError, type AgentRunner } from "./core/loop.js";
+import { AgentRunError, TurnLifecycleRefusal, type AgentRunner } from "./core/loop.js";
 import {
   PermissionDecision,
   type ApprovalProvider,
@@ -137,6 +144,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
   let options: CliOptions | undefined;
   let demo: DemoSetup | undefined;
   let replies: (() => readonly RecordedReply[] | undefined) | undefined;
+  /** Chapter 9: whether the answer was printed before memory's extraction ran (set from a callback of the run). */
+  const answer = { printed: false };
   let code: number;
   let stopOnSignals: (() => void) | undefined;
   try {
@@ -174,6 +183,9 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
             cutShort: turns.cutShort,
             subagentTurns: turns.subagentTurns,
             summaryTurns: turns.summaryTurns,
+            selectorTurns: turns.selectorTurns,
+            extractorTurns: turns.extractorTurns,
+            consolidatorTurns: turns.consolidatorTurns,
           });
     const replayed = rewrites?.guard(answers) ?? answers;
     const { DEFAULT_SUBAGENT_SYSTEM_PROMPT } = await import("./features/subagents.js");
@@ -211,6 +223,7 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const hooks = profile.capabilities.has("hooks") ? chapterHooks(terminal, options.demo, profile.chapter) : undefined;
     // Last, so it sees what every other PreToolUse callback made of the call.
     if (rewrites !== undefined) hooks?.register("PreToolUse", rewrites.check);
+    const quiet = options.quiet;
     agent = (await composition()).buildAgent(profile, {
       model,
       workspace,
@@ -238,11 +251,30 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
         terminal.clearStatus();
         terminal.line(`[Compaction] request history summarized: ${before} -> ${after} bytes`);
       },
+      // Chapter 9: what memory injected, saved or could not do, each a model call spent or a file written unasked;
+      // said with --quiet too. Its names, descriptions and reasons are escaped where the line is made.
+      onMemory: (notice) => {
+        // A side query is no turn of the run: its own status says what the wait is for (not with --quiet).
+        if (notice.type === "querying") {
+          if (!quiet) terminal.status(MEMORY_QUERY_STATUS[notice.query]);
+          return;
+        }
+        const line = memoryLine(notice);
+        if (line === undefined) return;
+        terminal.clearStatus();
+        terminal.line(visible(line));
+      },
+      // Chapter 9: the answer comes before memory's extraction, which runs after it (its status covers the wait).
+      onAnswer: (finalText) => {
+        answer.printed = true;
+        terminal.clearStatus();
+        io.stdout.write(`${shownAnswer(finalText)}\n`);
+      },
     });
     stopOnSignals = exitOnSignals(terminal, demo === undefined ? undefined : demoFolderLine(demo.root));
     const result = await agent.run(prompt);
     terminal.clearStatus();
-    io.stdout.write(`${shownAnswer(result.finalText)}\n`);
+    if (!answer.printed) io.stdout.write(`${shownAnswer(result.finalText)}\n`);
     code = 0;
   } catch (error) {
     terminal.idle();
@@ -307,8 +339,13 @@ async function isSkillError(error: Error): Promise<boolean> {
 }
 
 async function reportFailure(error: unknown, terminal: Terminal): Promise<number> {
-  // A workspace Skill that cannot be used is found before any model call, like a missing setting.
-  if (error instanceof ConfigurationError || (error instanceof Error && (await isSkillError(error)))) {
+  // A workspace Skill that cannot be used is found before any model call, like a missing setting; so is a memory
+  // store that cannot be read (chapter 9's TurnLifecycleRefusal, which names the file to fix).
+  if (
+    error instanceof ConfigurationError ||
+    error instanceof TurnLifecycleRefusal ||
+    (error instanceof Error && (await isSkillError(error)))
+  ) {
     // A replay file's or a setting's text in the message must not start a line of its own either.
     inRows(terminal, "配置错误: ", oneLine(error.message));
     if (error instanceof ConfigurationError && error.hint !== undefined) inRows(terminal, "  ", oneLine(error.hint));
