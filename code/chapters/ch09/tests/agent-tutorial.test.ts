@@ -379,4 +379,34 @@ describe("npm run agent-tutorial -- run --chapter N", () => {
     expect(readdirSync(workspace)).toEqual(["README.md"]);
     expect(readdirSync(dirname(workspace))).toEqual(["workspace"]);
   });
+  it("run --chapter 9 --demo replays chapter 9's own walkthrough: the selected memories said before the first call, extraction and consolidation after the answer", async () => {
+    const { calls, narration, finalText } = walkthrough(9);
+    const run = await unified(["run", "--chapter", "9", "--demo", "--quiet"]);
+    const { workspace, lines } = demoOutput(run.stderr);
+    expect(run.status).toBe(0);
+    expect(calls).toEqual(['→ read_file {"path":"README.md"}']);
+    expect(narration).toHaveLength(1);
+    const id = /[0-9a-f]{32}/g;
+    expect(lines.map((line) => line.replace(id, "<id>"))).toEqual([
+      "演示工作区: <ws>",
+      "[Hook] UserPromptSubmit",
+      "[Memory] selected 2 of 9: powershell-only-examples, answer-in-chinese",
+      "[Hook] PreToolUse: read_file",
+      "[Permission] read_file: allow (default) - No permission rule blocked the request",
+      "[Hook] PostToolUse: read_file -> ok",
+      "[Hook] Stop",
+      "[Memory] extracted 1: windows-examples",
+      "[Memory] consolidated tabs-old, tabs-new into tabs",
+      "[Memory] saved .memory/windows-examples-<id>.md (project): Project examples target Windows",
+      "[Memory] saved .memory/tabs-<id>.md (user): Indentation preference",
+      "[Memory] removed .memory/tabs-old-<id>.md",
+      "[Memory] removed .memory/tabs-new-<id>.md",
+      ROOT_LINE,
+      "",
+    ]);
+    expect(finalText.startsWith("演示结束。")).toBe(true);
+    expect(run.stdout).toBe(`${finalText}\n`);
+    // The store is the workspace's own, beside README.md; nothing else was made.
+    expect(readdirSync(workspace).sort()).toEqual([".memory", "README.md"]);
+  });
 });

@@ -579,6 +579,23 @@ describe("the bar: two runs of the CLI on one workspace", () => {
   });
 });
 
+describe("§8.4: the unified entry", () => {
+  it("agent-tutorial run --chapter 9 sends the same requests as npm run ch09, memory's side queries included", async () => {
+    await seed(DATABASE);
+    const script = () => [wireJson(["database-rule"]), wireText("done"), wireJson([])];
+    const [fixed, chosen] = [await scriptedProvider(script()), await scriptedProvider(script())];
+    expect((await ch09(["--prompt", "x", "--quiet"], loopbackEnv(fixed))).code).toBe(0);
+    const unified = await runCliIn(
+      ["run", "--chapter", "9", "--prompt", "x", "--quiet"],
+      loopbackEnv(chosen),
+      workspace,
+    );
+    expect(unified.code).toBe(0);
+    expect(fixed.requests).toHaveLength(3);
+    expect(chosen.requests).toEqual(fixed.requests);
+  });
+});
+
 describe("an unreadable store", () => {
   it("a hand-edited record file fails the run before any request, with one 配置错误 line naming that file", async () => {
     await seed(TABS);
@@ -1090,13 +1107,13 @@ describe("the chapter 9 demo", () => {
   });
 });
 
-/** The unified entry (`npm run agent-tutorial -- …`) in this process, with no key and no terminal. */
-async function runCliIn(argv: readonly string[]): Promise<CliRun> {
+/** The unified entry (`npm run agent-tutorial -- …`) in this process, in `cwd`, with no terminal (no key by default). */
+async function runCliIn(argv: readonly string[], env: CliIO["env"] = keylessEnv(), cwd = root): Promise<CliRun> {
   const { runCli } = await import("../src/cli.js");
   const [stdout, stderr] = [new Sink(), new Sink()];
   const io: CliIO = {
-    env: keylessEnv(),
-    cwd: root,
+    env,
+    cwd,
     stdin: new PassThrough().end(),
     stdinIsTTY: false,
     stdout,
