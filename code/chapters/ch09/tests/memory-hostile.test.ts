@@ -21,6 +21,7 @@ import fs, {
 } from "node:fs";
 import fsp from "node:fs/promises";
 import { createRequire, syncBuiltinESMExports } from "node:module";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -73,6 +74,7 @@ let outside: string;
 let memory: string;
 let bait: string[];
 const fifos: string[] = [];
+const servers: Server[] = [];
 
 beforeEach(() => {
   // Real paths: the store compares real paths, and the temporary folder may itself be reached through a link.
@@ -85,7 +87,8 @@ beforeEach(() => {
   bait = plantBait(outside);
 });
 
-afterEach(() => {
+afterEach(async () => {
+  for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
   vi.useRealTimers();
   vi.restoreAllMocks();
   syncBuiltinESMExports();
@@ -192,6 +195,13 @@ const leftovers = (): string[] =>
 function mkfifo(path: string): void {
   execFileSync("mkfifo", [path]);
   fifos.push(path);
+}
+
+/** A listening UNIX socket at `path`. */
+async function socketAt(path: string): Promise<void> {
+  const server = createServer();
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(path, resolve));
 }
 
 /**
@@ -568,6 +578,13 @@ describe.skipIf(!POSIX)("manifest.json the store cannot trust: unreadable, never
       },
     ],
   ];
+  it(`a UNIX socket: "${unsafeFile("manifest.json")}", without hanging`, async () => {
+    await seed();
+    rmSync(join(memory, "manifest.json"));
+    await socketAt(join(memory, "manifest.json"));
+    await expectUnreadable(unsafeFile("manifest.json"));
+  }, 10_000);
+
   for (const [what, make] of kinds) {
     it(`${what}: "${unsafeFile("manifest.json")}", without hanging or reading past the bound`, async () => {
       await seed();
@@ -625,6 +642,13 @@ describe.skipIf(!POSIX)("a listed record the store cannot trust makes the whole 
     ],
     ["a hard link whose other name is outside", () => linkSync(path(), join(outside, "second-name.md"))],
   ];
+  it(`a UNIX socket: "${unsafeFile(file)}", without hanging`, async () => {
+    await seed();
+    rmSync(path());
+    await socketAt(path());
+    await expectUnreadable(unsafeFile(file));
+  }, 10_000);
+
   for (const [what, make] of kinds) {
     it(`${what}: "${unsafeFile(file)}", without hanging`, async () => {
       await seed();
@@ -1087,12 +1111,15 @@ const sigintChild = fileURLToPath(new URL("./support/memory-hostile-sigint.ts", 
 
 describe.skipIf(!POSIX)("SIGINT to a process inside a store operation holding `.memory/.lock`", () => {
   /** Starts the child on the seeded workspace; resolves once it says it is paused inside the locked section. */
-  async function startPaused(mode: string): Promise<{
+  async function startPaused(
+    mode: string,
+    at = "record",
+  ): Promise<{
     child: ReturnType<typeof spawn>;
     exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
     stdout: () => string;
   }> {
-    const child = spawn(process.execPath, ["--import", tsx, sigintChild, ws, join(base, "release"), mode], {
+    const child = spawn(process.execPath, ["--import", tsx, sigintChild, ws, join(base, "release"), mode, at], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -1136,6 +1163,45 @@ describe.skipIf(!POSIX)("SIGINT to a process inside a store operation holding `.
     expect((await storeOf().records()).map((item) => item.name)).toEqual(["alpha", "beta"]);
   }, 60_000);
 
+  // CH09 §6: a crash mid-commit leaves the manifest old or new, never half; what it wrote is unlisted and never
+  // read; its lock stays until it goes stale (30 s, simulated here by dating it back) and is then taken over.
+  it("SIGKILL just before the manifest replace: the old set reads, the orphan is never read, the lock is taken over once stale", async () => {
+    const manifest = await seed();
+    const { child, exited } = await startPaused("cli", "manifest");
+    child.kill("SIGKILL");
+    expect(await exited).toEqual({ code: null, signal: "SIGKILL" });
+    // It had written gamma's file and the new MEMORY.md; the manifest is the old one, byte for byte.
+    expect(readFileSync(join(memory, "manifest.json"))).toEqual(manifest);
+    expect(readFileSync(join(memory, "MEMORY.md"), "utf8")).toBe(catalog("alpha-one", "beta-two", "gamma-paused"));
+    expect(existsSync(join(memory, "gamma-paused.md"))).toBe(true);
+    const orphans = readdirSync(memory).filter((name) => name.endsWith(".tmp"));
+    expect(orphans.map((name) => /^\.manifest\.json\.[0-9a-f]{12}\.tmp$/.test(name))).toEqual([true]);
+    // Its lock is left behind: within lockWaitMs it is still someone's.
+    expect(await outcome(storeOf().records())).toEqual(refused(LOCKED));
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(join(memory, ".lock"), old, old);
+    writeFileSync(join(memory, "gamma-paused.md"), SECRET);
+    expect((await storeOf().records()).map((item) => item.name)).toEqual(["alpha", "beta"]);
+    // gamma was never committed: adding it again is a new file; the orphan stays unlisted and untouched.
+    expect((await storeOf().add(gamma)).saved.map((item) => item.file)).toEqual([".memory/gamma-three.md"]);
+    expect(readFileSync(join(memory, "MEMORY.md"), "utf8")).toBe(catalog("alpha-one", "beta-two", "gamma-three"));
+    expect(readFileSync(join(memory, "gamma-paused.md"), "utf8")).toBe(SECRET);
+    expect(readdirSync(memory).filter((name) => name.endsWith(".tmp"))).toEqual(orphans);
+    expect(readFileSync(join(memory, "manifest.json"), "utf8")).toBe(
+      JSON.stringify({ version: 1, files: ["alpha-one.md", "beta-two.md", "gamma-three.md"] }),
+    );
+  }, 60_000);
+
+  it("SIGINT just before the manifest replace exits 130: the old set reads and the lock is gone", async () => {
+    const manifest = await seed();
+    const { child, exited } = await startPaused("cli", "manifest");
+    child.kill("SIGINT");
+    expect(await exited).toEqual({ code: 130, signal: null });
+    expect(existsSync(join(memory, ".lock"))).toBe(false);
+    expect(readFileSync(join(memory, "manifest.json"))).toEqual(manifest);
+    expect((await storeOf().records()).map((item) => item.name)).toEqual(["alpha", "beta"]);
+  }, 60_000);
+
   it("the paused child, released instead, commits: the pause is inside a real operation", async () => {
     await seed();
     const { exited, stdout } = await startPaused("cli");
@@ -1159,7 +1225,7 @@ describe.skipIf(!POSIX)("the ch09 entry interrupted by SIGINT around `.memory/.l
   }
 
   /** `npm run ch09 -- --replay …` on the seeded workspace, offline; `pause` stops it inside the locked read. */
-  async function startEntry(pause: boolean): Promise<Program> {
+  function startEntry(pause: boolean): Program {
     const transcript = join(base, "replay.json");
     const messages = [
       { role: "user", content: "which database should I use?" },
@@ -1206,7 +1272,7 @@ describe.skipIf(!POSIX)("the ch09 entry interrupted by SIGINT around `.memory/.l
 
   it("inside the locked read it exits 130 with the interrupted line, and leaves no `.memory/.lock`", async () => {
     const manifest = await seed();
-    const program = await startEntry(true);
+    const program = startEntry(true);
     await until(() => existsSync(join(base, "paused")), program, "paused in the locked read");
     expect(existsSync(join(memory, ".lock"))).toBe(true);
     program.child.kill("SIGINT");
@@ -1219,7 +1285,7 @@ describe.skipIf(!POSIX)("the ch09 entry interrupted by SIGINT around `.memory/.l
 
   it("released instead, the same run ends 0: the pause was inside a run that goes on", async () => {
     await seed();
-    const program = await startEntry(true);
+    const program = startEntry(true);
     await until(() => existsSync(join(base, "paused")), program, "paused in the locked read");
     writeFileSync(join(base, "release"), "");
     expect(await program.exited).toEqual({ code: 0, signal: null });
@@ -1233,7 +1299,7 @@ describe.skipIf(!POSIX)("the ch09 entry interrupted by SIGINT around `.memory/.l
     const future = new Date(Date.now() + 60 * 60 * 1000);
     utimesSync(join(memory, ".lock"), future, future);
     const lock = entryOf(join(memory, ".lock"), ".lock", false);
-    const program = await startEntry(false);
+    const program = startEntry(false);
     const waiting = "[Memory] waiting for .memory/.lock (another process holds it)\n";
     await until(() => program.stderr().includes(waiting), program, "said it waits");
     program.child.kill("SIGINT");
