@@ -767,22 +767,17 @@ describe("the answer comes first (the book's order: 最终回答, then complete)
 
   it("each side query shows its status on a terminal while it runs, and none with --quiet", async () => {
     await seed(TABS);
-    const script = () => [
-      { json: completion({ content: "[]" }), delayMs: 200 },
-      { json: completion({ content: "done" }) },
-      { json: completion({ content: "[]" }), delayMs: 200 },
-    ];
+    const script = () => [wireJson([]), wireText("done"), wireJson([])];
     const loud = { stdout: new Sink(), stderr: new Sink(), stderrIsTTY: true };
-    const server = await startLoopbackOpenAI((_body, index) => script()[index] as never);
-    servers.push(server);
+    const server = await scriptedProvider(script());
     expect(await runWith(["--prompt", "hi"], { ...loopbackEnv(server), NO_COLOR: "1" }, loud)).toBe(0);
-    expect(loud.stderr.text).toContain("正在选择相关记忆…");
-    expect(loud.stderr.text).toContain("正在提取记忆…");
-    expect(loud.stderr.text.indexOf("正在选择相关记忆…")).toBeLessThan(loud.stderr.text.indexOf("[Hook] Stop"));
-    expect(loud.stderr.text.indexOf("正在提取记忆…")).toBeGreaterThan(loud.stderr.text.indexOf("[Hook] Stop"));
+    const shown = loud.stderr.text;
+    expect(shown).toContain("正在选择相关记忆…");
+    expect(shown).toContain("正在提取记忆…");
+    expect(shown.indexOf("正在选择相关记忆…")).toBeLessThan(shown.indexOf("[Hook] Stop"));
+    expect(shown.indexOf("正在提取记忆…")).toBeGreaterThan(shown.indexOf("[Hook] Stop"));
     const quiet = { stdout: new Sink(), stderr: new Sink(), stderrIsTTY: true };
-    const again = await startLoopbackOpenAI((_body, index) => script()[index] as never);
-    servers.push(again);
+    const again = await scriptedProvider(script());
     expect(await runWith(["--prompt", "hi", "--quiet"], { ...loopbackEnv(again), NO_COLOR: "1" }, quiet)).toBe(0);
     expect(quiet.stderr.text).not.toContain("正在");
   });
@@ -1094,6 +1089,16 @@ describe("the chapter 9 demo", () => {
     } finally {
       await rm(demo.root, { recursive: true, force: true });
     }
+  });
+
+  it("on a terminal, each of its three side queries shows its status", async () => {
+    const streams = { stdout: new Sink(), stderr: new Sink(), stderrIsTTY: true };
+    expect(await runWith(["--demo"], { ...keylessEnv(), NO_COLOR: "1" }, streams)).toBe(0);
+    announcedWorkspace(streams.stderr.text);
+    const shown = streams.stderr.text;
+    const at = ["正在选择相关记忆…", "正在提取记忆…", "正在整理记忆…"].map((status) => shown.indexOf(status));
+    expect(at.every((index) => index > -1)).toBe(true);
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
   });
 
   it("--chapter 8 --demo on the unified entry still plays chapter 8's demo and makes no .memory", async () => {
