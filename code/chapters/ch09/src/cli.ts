@@ -175,7 +175,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
     const rewrites = script !== undefined && runsHooks ? new (await transcripts()).ReplayRewrites(script) : undefined;
     const turns = script === undefined ? undefined : (await transcripts()).replayedTurns(script, runsHooks);
     // From chapter 6 a subagent's request is answered only from the recorded subagent replies (none, if the
-    // recording has no `replies`): the run's own turns never go to a child, nor a child's to the run.
+    // recording has no `replies`): the run's own turns never go to a child, nor a child's to the run. Likewise a
+    // summary (chapter 8) and each of memory's side queries (chapter 9) from their own.
     const answers =
       turns === undefined
         ? await createModel(options, io, base, terminal)
@@ -201,7 +202,8 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
         : (await demoScript()).narrated(replayed, (text) => {
             for (const line of visible(text).split("\n")) terminal.line(terminal.dim(line));
           });
-    // A subagent's replies are in no history the run keeps: a transcript that is to replay them records them all.
+    // A subagent's replies (and a summary's, and memory's) are in no history the run keeps: a transcript that is to
+    // replay them records them all.
     const recorded =
       options.transcript !== undefined && profile.capabilities.has("subagent")
         ? (await transcripts()).recordReplies(shown)

@@ -18,9 +18,10 @@ export interface Transcript {
    */
   readonly rewrittenArguments?: ReadonlyMap<ToolCall, string>;
   /**
-   * From chapter 6, when a subagent ran: every reply the model gave, in call order, each saying whose request it
-   * answered (a subagent's replies are in no history the run keeps). The parent's are the assistant turns of
-   * `messages`, and come back as those very objects once read.
+   * From chapter 6, when a subagent ran (chapter 8: a summary was made; chapter 9: memory asked the model, which every
+   * run does): every reply the model gave, in call order, each saying whose request it answered (those replies are
+   * in no history the run keeps). The parent's are the assistant turns of `messages`, and come back as those very
+   * objects once read.
    */
   readonly replies?: readonly RecordedReply[];
 }
