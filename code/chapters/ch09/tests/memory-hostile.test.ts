@@ -1041,6 +1041,85 @@ describe.skipIf(!POSIX)("what the manifest does not list is never opened", () =>
   });
 });
 
+describe.skipIf(!POSIX)("what a commit must not touch", () => {
+  it("a hand-made store whose catalog is over 4,096 bytes reads, and every write to it fails before any file is made", async () => {
+    // 60 valid records of 200-character descriptions: each file is small, the catalog about 15 KB.
+    mkdirSync(memory);
+    const files = Array.from({ length: 60 }, (_, index) => `r${index}-x.md`);
+    files.forEach((file, index) =>
+      writeFileSync(join(memory, file), recordText(`r${index}`, "d".repeat(200), "user", "ok")),
+    );
+    writeFileSync(join(memory, "manifest.json"), JSON.stringify({ version: 1, files }));
+    expect(await storeOf().records()).toHaveLength(60);
+    expect(Buffer.byteLength(await storeOf().renderCatalog())).toBeGreaterThan(4_096);
+    const inside = folderState(memory);
+    expect(await outcome(storeOf().add(gamma))).toEqual(refused("memory index exceeds 4096 UTF-8 bytes"));
+    expect(folderState(memory)).toEqual(inside);
+  });
+
+  // A consolidation removes the files it replaced only after the manifest no longer lists them, by name in the held
+  // folder. Whatever another process put at that name meanwhile, only the name goes: nothing it leads to.
+  const swaps: [string, (path: string) => void, boolean][] = [
+    [
+      "a link to the outside record",
+      (path) => {
+        rmSync(path);
+        symlinkSync(join(outside, "bait-secret.md"), path);
+      },
+      true,
+    ],
+    [
+      "a second name of the outside record",
+      (path) => {
+        rmSync(path);
+        linkSync(join(outside, "bait-secret.md"), path);
+      },
+      true,
+    ],
+    [
+      "a folder holding someone's file",
+      (path) => {
+        rmSync(path);
+        mkdirSync(path);
+        writeFileSync(join(path, "notes.txt"), SECRET);
+      },
+      false,
+    ],
+  ];
+  for (const [what, swap, goes] of swaps) {
+    it(`a replaced file swapped for ${what} before its removal: ${goes ? "only the name goes" : "it is left, and said so"}`, async () => {
+      await seed();
+      const outsideBefore = baitState(bait).filter((entry) => !entry.path.endsWith("bait-secret.md"));
+      const secretBytes = readFileSync(join(outside, "bait-secret.md"));
+      const store = storeOf({
+        idGenerator: () => {
+          swap(join(memory, "alpha-one.md"));
+          return "merged";
+        },
+      });
+      const commit = await store.applyConsolidation({
+        baseRecords: [alpha, beta],
+        additions: [],
+        sourceNames: ["alpha", "beta"],
+        replacements: [record("merged")],
+      });
+      expect([commit.removed, commit.removeFailed]).toEqual(
+        goes
+          ? [[".memory/alpha-one.md", ".memory/beta-two.md"], []]
+          : [[".memory/beta-two.md"], [".memory/alpha-one.md"]],
+      );
+      expect(readFileSync(join(memory, "manifest.json"), "utf8")).toBe(
+        JSON.stringify({ version: 1, files: ["merged-merged.md"] }),
+      );
+      expect(readFileSync(join(outside, "bait-secret.md"))).toEqual(secretBytes);
+      expect(existsSync(join(memory, "alpha-one.md"))).toBe(!goes);
+      if (!goes) expect(readFileSync(join(memory, "alpha-one.md", "notes.txt"), "utf8")).toBe(SECRET);
+      expect(baitState(bait).filter((entry) => !entry.path.endsWith("bait-secret.md"))).toEqual(outsideBefore);
+      expect((await storeOf().records()).map((item) => item.name)).toEqual(["merged"]);
+    });
+  }
+});
+
 describe.skipIf(!POSIX)("`.memory/.lock` that is not a live lock of ours", () => {
   const lockPath = (): string => join(memory, ".lock");
   const HOUR_MS = 60 * 60 * 1000;
