@@ -1000,6 +1000,33 @@ describe("MemoryStore: the two-layer lock", () => {
     expect(seen).toEqual([false, true]);
   });
 
+  it.skipIf(!POSIX)(
+    "a held lock swapped for a link to a folder with its mtime is compromised; no time is written through the link",
+    async () => {
+      const root = await tempFolder();
+      const outside = await tempFolder();
+      const lockfilePath = join(root, "held.lock");
+      const decoy = join(outside, "decoy");
+      const seen = await withFileLock(
+        root,
+        { lockfilePath, stale: 2_000, update: 1_000, retryMs: 10 },
+        async (lock) => {
+          const { mtime } = statSync(lockfilePath);
+          await rm(lockfilePath, { recursive: true });
+          mkdirSync(decoy);
+          utimesSync(decoy, mtime, mtime);
+          symlinkSync(decoy, lockfilePath);
+          for (let tries = 0; tries < 100 && !lock.compromised(); tries += 1) {
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+          return [lock.compromised(), statSync(decoy).mtimeMs === mtime.getTime()];
+        },
+      );
+      expect(seen).toEqual([true, true]);
+      expect(lstatSync(lockfilePath).isSymbolicLink()).toBe(true);
+    },
+  );
+
   it("the lock helper waits without a bound when maxWaitMs is undefined, and runs the second holder after the first", async () => {
     const root = await tempFolder();
     const options = { lockfilePath: join(root, "shared.lock"), stale: 30_000, update: 10_000, retryMs: 10 };

@@ -1,3 +1,4 @@
+import { lstat, lutimes, mkdir, realpath, rmdir, rmdirSync } from "node:fs";
 import { lock } from "proper-lockfile";
 
 /**
@@ -41,6 +42,14 @@ export interface HeldLock {
 export class FileLockTimeoutError extends Error {
   override readonly name = "FileLockTimeoutError";
 }
+
+/**
+ * The file system proper-lockfile works through (every call it makes), with each link seen as itself: `stat` is
+ * `lstat` and `utimes` is `lutimes`. A `.lock` someone swapped for a link (even one to a folder carrying our mtime) is
+ * then not our lock, so the refresh finds it compromised, and no time is ever written through it. One object, because
+ * proper-lockfile caches the mtime precision it measured on it.
+ */
+const NO_FOLLOW_FS = { mkdir, rmdir, rmdirSync, realpath, stat: lstat, utimes: lutimes };
 
 const HELD = new Set(["ELOCKED"]);
 const RACES = new Set(["EPERM", "EBUSY", "ENOTEMPTY"]);
@@ -88,6 +97,7 @@ async function acquire(
         update: options.update,
         retries: 0,
         realpath: options.realpath ?? false,
+        fs: NO_FOLLOW_FS,
         onCompromised,
       });
     } catch (error) {
