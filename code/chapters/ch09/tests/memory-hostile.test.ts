@@ -152,7 +152,7 @@ function storeOf(options: StoreOptions = {}): MemoryStore {
   return new MemoryStore({
     workspace: options.workspace ?? ws,
     idGenerator: options.idGenerator ?? ids(...(options.ids ?? ["three", "four"])),
-    lockWaitMs: options.lockWaitMs ?? 300,
+    lockWaitMs: options.lockWaitMs ?? 100,
     ...(options.onLockWait === undefined ? {} : { onLockWait: options.onLockWait }),
   });
 }
