@@ -64,7 +64,8 @@ export interface BuildDependencies {
   /**
    * Chapter 9: the run's answer as soon as it has one, before memory's extraction runs after it, so the person reads
    * it without waiting for the extractor. Not called when a hook's stop ends the run on a tool's result (the caller
-   * prints that once `run` returns), nor on a profile without memory.
+   * prints that once `run` returns), nor on a profile without memory. A throw from it is ignored: the run still has
+   * its answer, returned by `run` as always.
    */
   readonly onAnswer?: (finalText: string) => void;
 }
@@ -199,7 +200,14 @@ function answerBeforeComplete(lifecycle: TurnLifecycle, onAnswer?: (finalText: s
       const last = history.at(-1);
       // An ordinary end: the history ends with the answer the run returns. A hook's stop ends it on a tool's result
       // instead (its text is not the last message), which the caller prints once the run returns.
-      if (last?.role === "assistant" && last.toolCalls.length === 0 && last.content !== null) onAnswer(last.content);
+      if (last?.role === "assistant" && last.toolCalls.length === 0 && last.content !== null) {
+        try {
+          onAnswer(last.content);
+        } catch {
+          // Showing the answer early is a courtesy: a run that succeeded must not become "Turn lifecycle failed" over
+          // it, nor lose its memory. The caller still has the answer from `run`.
+        }
+      }
       await lifecycle.complete(history);
     },
   };

@@ -268,9 +268,10 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
       },
       // Chapter 9: the answer comes before memory's extraction, which runs after it (its status covers the wait).
       onAnswer: (finalText) => {
-        answer.printed = true;
         terminal.clearStatus();
         io.stdout.write(`${shownAnswer(finalText)}\n`);
+        // Only once it is written: a write that throws leaves the answer to be printed when the run returns.
+        answer.printed = true;
       },
     });
     stopOnSignals = exitOnSignals(terminal, demo === undefined ? undefined : demoFolderLine(demo.root));

@@ -444,6 +444,27 @@ describe("the answer before extraction (D14, settled the book's way)", () => {
     expect(result.finalText).toBe("the answer");
   });
 
+  it("an onAnswer that throws fails nothing: the run returns its answer and the extractor still saves", async () => {
+    const model = new PurposeModel({ turns: [textTurn("the answer")], extractor: [json([PROJECT_FACT])] });
+    let told = 0;
+    const agent = buildAgent(P09, {
+      model,
+      workspace,
+      commandRunner: new FakeCommandRunner(),
+      approvalProvider: allow,
+      auditSink: noAudit,
+      onAnswer: () => {
+        told += 1;
+        throw new Error("stdout is gone");
+      },
+    });
+    const result = await agent.run("go");
+    expect(told).toBe(1);
+    expect(result.finalText).toBe("the answer");
+    expect(model.requests.map((request) => request.purpose)).toEqual([undefined, "extractor"]);
+    expect(await storedNames()).toEqual(["project-fact"]);
+  });
+
   it("a PostToolUse stop ends the run on a tool's result: onAnswer is not called, the extractor still runs", async () => {
     const order: string[] = [];
     const hooks = new HookRegistry();
@@ -761,6 +782,39 @@ describe("the answer comes first (the book's order: 最终回答, then complete)
     expect(await runWith(["--prompt", "hi"], loopbackEnv(server), { stdout, stderr })).toBe(0);
     expect(seenAtExtraction).toEqual(["the answer\n"]);
     expect(stdout.text).toBe("the answer\n");
+  });
+
+  it("a stdout that fails the early write gets the answer once the run returns, and the run still exits 0", async () => {
+    const stderr = new Sink();
+    let writes = 0;
+    // Its first write throws where it is called, as a closed stream's can.
+    const stdout = new (class extends Sink {
+      override write(chunk: unknown, ...rest: never[]): boolean {
+        writes += 1;
+        if (writes === 1) throw new Error("EPIPE");
+        return super.write(chunk, ...rest);
+      }
+    })();
+    const server = await scriptedProvider([wireText("the answer"), wireJson([])]);
+    const io: CliIO = {
+      env: loopbackEnv(server),
+      cwd: workspace,
+      stdin: new PassThrough().end(),
+      stdinIsTTY: false,
+      stdout,
+      stderr,
+      stderrIsTTY: false,
+    };
+    expect(await runProfile(P09, ["--prompt", "hi", "--quiet"], io)).toBe(0);
+    expect(writes).toBe(2);
+    expect(stdout.text).toBe("the answer\n");
+    expect(lines(stderr.text)).toEqual([
+      expect.stringMatching(/^模型: /),
+      "[Hook] UserPromptSubmit",
+      "[Hook] Stop",
+      "[Memory] nothing new to save",
+    ]);
+    expect(server.requests).toHaveLength(2);
   });
 
   it("each side query shows its status on a terminal while it runs, and none with --quiet", async () => {
