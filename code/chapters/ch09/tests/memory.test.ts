@@ -1016,10 +1016,12 @@ describe("MemoryStore: the two-layer lock", () => {
           mkdirSync(decoy);
           utimesSync(decoy, mtime, mtime);
           symlinkSync(decoy, lockfilePath);
+          const decoyTime = statSync(decoy).mtimeMs;
+          expect(statSync(lockfilePath).mtime).toEqual(mtime);
           for (let tries = 0; tries < 100 && !lock.compromised(); tries += 1) {
             await new Promise((resolve) => setTimeout(resolve, 50));
           }
-          return [lock.compromised(), statSync(decoy).mtimeMs === mtime.getTime()];
+          return [lock.compromised(), statSync(decoy).mtimeMs === decoyTime];
         },
       );
       expect(seen).toEqual([true, true]);
