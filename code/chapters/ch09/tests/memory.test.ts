@@ -957,7 +957,7 @@ describe("MemoryStore: the two-layer lock", () => {
     const future = new Date(Date.now() + 3_600_000);
     utimesSync(lockPath, future, future);
     let waits = 0;
-    const store = new MemoryStore({ workspace: root, lockWaitMs: 1_300, onLockWait: () => (waits += 1) });
+    const store = new MemoryStore({ workspace: root, lockWaitMs: 2_000, onLockWait: () => (waits += 1) });
     await expect(store.add(record("a"))).rejects.toThrow(new MemoryLockError(LOCKED));
     expect(waits).toBe(1);
   });
