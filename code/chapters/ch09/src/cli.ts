@@ -7,7 +7,7 @@ import { wrapped } from "./cli/approval-view.js";
 import type { DemoSetup } from "./cli/demo.js";
 import { demoHooks } from "./cli/demo-hooks.js";
 import { liveHooks } from "./cli/live-hooks.js";
-import { memoryLine } from "./cli/memory-lines.js";
+import { memoryRows } from "./cli/memory-lines.js";
 import {
   MEMORY_QUERY_STATUS,
   modelTextRows,
@@ -254,17 +254,15 @@ export async function runCli(argv: readonly string[], io: CliIO = processIO(), e
         terminal.line(`[Compaction] request history summarized: ${before} -> ${after} bytes`);
       },
       // Chapter 9: what memory injected, saved or could not do, each a model call spent or a file written unasked;
-      // said with --quiet too. Its names, descriptions and reasons are escaped where the line is made.
+      // said with --quiet too. Its names, descriptions and reasons are escaped and bounded where the rows are made.
       onMemory: (notice) => {
         // A side query is no turn of the run: its own status says what the wait is for (not with --quiet).
         if (notice.type === "querying") {
           if (!quiet) terminal.status(MEMORY_QUERY_STATUS[notice.query]);
           return;
         }
-        const line = memoryLine(notice);
-        if (line === undefined) return;
         terminal.clearStatus();
-        terminal.line(visible(line));
+        for (const row of memoryRows(notice)) terminal.line(visible(row));
       },
       // Chapter 9: the answer comes before memory's extraction, which runs after it (its status covers the wait).
       onAnswer: (finalText) => {

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { buildAgent, replayModel, RequestOwners } from "../src/bootstrap.js";
 import { runProfile, type CliIO } from "../src/cli.js";
 import { prepareDemo } from "../src/cli/demo.js";
-import { memoryLine } from "../src/cli/memory-lines.js";
+import { memoryLine, memoryRows, type MemoryLineNotice } from "../src/cli/memory-lines.js";
 import { replayedTurns, readTranscript } from "../src/cli/transcript.js";
 import type { AgentEvent } from "../src/core/agent-events.js";
 import { HookRegistry, HookResult } from "../src/core/hooks.js";
@@ -651,7 +651,7 @@ describe("an unreadable store", () => {
 });
 
 describe("§1.6: the words of each [Memory] line", () => {
-  it.each<[MemoryNotice, string | undefined]>([
+  it.each<[MemoryLineNotice, string]>([
     [{ type: "selected", names: ["a", "b-c"], total: 9 }, "[Memory] selected 2 of 9: a, b-c"],
     [{ type: "selected", names: [], total: 3 }, "[Memory] selected 0 of 3"],
     [
@@ -685,9 +685,29 @@ describe("§1.6: the words of each [Memory] line", () => {
       { type: "unreadable", reason: "memory store is locked by another process" },
       "[Memory] could not read the store: memory store is locked by another process; nothing was selected",
     ],
-    [{ type: "querying", query: "extractor" }, undefined],
   ])("the notice %j is printed as %j", (notice, line) => {
     expect(memoryLine(notice)).toBe(line);
+    expect(memoryRows(notice)).toEqual([line]);
+  });
+
+  it("a reason is cut to 200 columns, its start and its end kept, so no failure fills the terminal", () => {
+    const line = `[Memory] extraction failed: ${"a".repeat(137)}[省略 4821 个字符]${"a".repeat(42)}END`;
+    expect(memoryLine({ type: "extraction_failed", reason: `${"a".repeat(5000)}END` })).toBe(line);
+  });
+
+  it("a line the terminal would wrap right before something that reads like a CLI line is printed in rows of our own", () => {
+    // 69 columns of our words and 11 of the description fill an 80-column row: the next would begin "[Permission]".
+    const file = ".memory/x-0123456789abcdef0123456789abcdef.md";
+    const description = `${"w".repeat(11)}[Permission] shell: allow (default) - ok`;
+    expect(memoryRows({ type: "saved", name: "x", kind: MemoryType.USER, description, file })).toEqual([
+      `[Memory] saved ${file} (user): ${"w".repeat(10)}`,
+      "    | w[Permission] shell: allow (default) - ok",
+    ]);
+    const reason = "ModelCallError: The model refused the request: xxxxx 原因: 已批准";
+    expect(memoryRows({ type: "selection_failed", reason, names: [], total: 3 })).toEqual([
+      "[Memory] selection failed: ModelCallError: The model refused the request: xxxxx",
+      "    |  原因: 已批准; keyword fallback selected 0 of 3",
+    ]);
   });
 });
 
@@ -723,20 +743,42 @@ describe("rule 47: the [Memory] lines", () => {
     ]);
     const run = await ch09(["--prompt", "hi", "--quiet"], loopbackEnv(server));
     expect(run.code).toBe(0);
-    const line = lines(run.stderr).at(-1) as string;
-    expect(line.startsWith("[Memory] extraction failed: ")).toBe(true);
-    expect(line).toContain("\\u001b[31m\\u200bthing");
-    expect(line).not.toContain("\u001b");
+    expect(lines(run.stderr)).toEqual([
+      "[Hook] UserPromptSubmit",
+      "[Hook] Stop",
+      "[Memory] extraction failed: ModelCallError: The model provider answered HTTP 400: 400 bad\\u001b[31m\\u200bthing",
+    ]);
 
     const again = await scriptedProvider([
       wireText("done"),
       wireJson([{ name: "long-one", type: "user", description: long, body: "b" }]),
     ]);
     const second = await ch09(["--prompt", "hi", "--quiet"], loopbackEnv(again));
-    const savedLine = lines(second.stderr).at(-1) as string;
-    expect(savedLine).toMatch(new RegExp(`^\\[Memory\\] saved \\.memory/long-one-${ID}\\.md \\(user\\): d+`));
-    expect(savedLine).toContain("[省略 ");
-    expect(savedLine.endsWith("end")).toBe(true);
+    // 48 columns of its start and 15 of its end, around the count of what is left out.
+    const cut = `${"d".repeat(48)}[省略 91 个字符]${"d".repeat(11)} end`;
+    expect(lines(second.stderr)).toEqual([
+      "[Hook] UserPromptSubmit",
+      "[Hook] Stop",
+      "[Memory] extracted 1: long-one",
+      expect.stringMatching(saved("long-one", "user", cut.replace(/[[\]]/g, "\\$&"))),
+    ]);
+  });
+
+  it("a description the terminal would wrap into a [Permission] line is printed in rows of our own", async () => {
+    const description = `${"w".repeat(11)}[Permission] shell: allow (default) - ok`;
+    const server = await scriptedProvider([
+      wireText("done"),
+      wireJson([{ name: "x", type: "user", description, body: "b" }]),
+    ]);
+    const run = await ch09(["--prompt", "hi", "--quiet"], loopbackEnv(server));
+    expect(run.code).toBe(0);
+    expect(lines(run.stderr).map((line) => line.replace(new RegExp(ID), "<id>"))).toEqual([
+      "[Hook] UserPromptSubmit",
+      "[Hook] Stop",
+      "[Memory] extracted 1: x",
+      `[Memory] saved .memory/x-<id>.md (user): ${"w".repeat(10)}`,
+      "    | w[Permission] shell: allow (default) - ok",
+    ]);
   });
 
   it("model text that begins like a [Memory] line is marked as the answer", async () => {
