@@ -89,7 +89,7 @@ describe("chapter profiles", () => {
     );
   });
 
-  it("chapter 8 is the fixed P08: the nine capabilities of P07, then then artifacts and compaction", () => {
+  it("chapter 8 is the fixed P08: the nine capabilities of P07, then artifacts and compaction", () => {
     expect(profileForChapter(8)).toBe(P08);
     expect(P08.chapter).toBe(8);
     expect([...P08.capabilities]).toEqual([

@@ -154,7 +154,10 @@ export const EXTRACTOR_NARRATION =
 export const CONSOLIDATOR_NARRATION =
   "（整理记忆：已有 9 条，加上新提取的 1 条，达到 10 条的阈值。它必须说出替换哪几条（source_names）、换成什么（records）；没列出的原样保留。新文件写好、MEMORY.md 和 manifest.json 原子替换之后，才删除旧文件。）";
 
-/** Memory's three side queries, each said before its request by the system prompt it starts with. */
+/**
+ * The requests no progress row shows, since they are no turns of the run (chapter 8's summary, chapter 9's three memory
+ * side queries): each is said before it is sent, known by the system prompt it starts with.
+ */
 const SIDE_QUERY_NARRATION: ReadonlyMap<string, string> = new Map([
   [SUMMARY_SYSTEM_PROMPT, SUMMARY_NARRATION],
   [SELECTOR_SYSTEM_PROMPT, SELECTOR_NARRATION],

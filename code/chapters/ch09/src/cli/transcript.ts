@@ -303,7 +303,7 @@ const AGENTS: readonly string[] = [
 ] satisfies RequestOwner[];
 
 /**
- * `replies`: assistant messages, each with `agent` (one of `AGENTS`: chapter 9 adds memory's three side queries) and an optional `finish_reason` of
+ * `replies`: assistant messages, each with `agent` (one of `AGENTS`) and an optional `finish_reason` of
  * `length` or `content_filter`. The parent's entries are exactly the assistant turns of `messages`, in order (and
  * at most one more, cut short, at their end): a replay never answers the run with a reply its history does not show.
  */
