@@ -116,6 +116,9 @@ const DATABASE = record(
   "生产数据库约束",
   "测试必须连真实集成数据库，禁止 mock。",
 );
+/** The memory message DATABASE alone makes. */
+const DATABASE_MESSAGE =
+  "<relevant_memories>\n\n## database-rule (feedback)\n\n生产数据库约束\n\n测试必须连真实集成数据库，禁止 mock。\n\n</relevant_memories>";
 const TABS = record("tabs-style", MemoryType.USER, "Tabs indentation preference", "Always indent with tabs.");
 
 async function seed(...records: MemoryRecord[]): Promise<void> {
@@ -282,9 +285,7 @@ describe("rule 29: where the memory message goes, and where it never goes", () =
     });
     const result = await agentFor(P09, model).agent.run("检查数据库集成");
     expect(result.turns).toBe(4);
-    const memory = systemMessage(
-      "<relevant_memories>\n\n## database-rule (feedback)\n\n生产数据库约束\n\n测试必须连真实集成数据库，禁止 mock。\n\n</relevant_memories>",
-    );
+    const memory = systemMessage(DATABASE_MESSAGE);
     const loop = model.loop();
     expect(loop).toHaveLength(4);
     loop.forEach((request, index) => {
@@ -338,13 +339,13 @@ describe("rule 30: compaction does not see memory", () => {
     });
     const result = await agentFor(P09, model).agent.run("读取并总结");
     expect(result.finalText).toBe("总结完成");
-    const [summaryRequest] = model.requests.filter((request) => request.messages[0]?.content === SUMMARY_SYSTEM_PROMPT);
-    expect(summaryRequest).toBeDefined();
-    expect(tagCount(summaryRequest)).toBe(0);
+    const summaries = model.requests.filter((request) => request.messages[0]?.content === SUMMARY_SYSTEM_PROMPT);
+    expect(summaries).toHaveLength(1);
+    expect(tagCount(summaries[0])).toBe(0);
     const third = model.loop()[2] as ModelRequest;
     expect(third.messages.map((message) => message.role)).toEqual(["system", "system", "system"]);
     expect(JSON.parse(third.messages[1]?.content ?? "")).toMatchObject({ kind: "compacted_history" });
-    expect(third.messages[2]?.content).toContain("## database-rule (feedback)");
+    expect(third.messages[2]).toEqual(systemMessage(DATABASE_MESSAGE));
     expect(tagCount(third)).toBe(1);
     // The summarized history was the canonical one: the memory message never counted toward its threshold.
     const artifacts = join(workspace, ".agent_tutorial", "artifacts");
@@ -393,7 +394,18 @@ describe("rules 39–41: the lifecycle runs around the loop, with no hooks and n
     await agentFor(P08, new PurposeModel({ turns: script() }), { hooks: without.registry }).agent.run("go");
     expect(withMemory.events).toEqual(without.events);
     expect(withMemory.events).toEqual(["UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"]);
-    expect(notices.map((notice) => notice.type)).toContain("consolidated");
+    expect(notices.map((notice) => notice.type)).toEqual([
+      "querying",
+      "selected",
+      "querying",
+      "extracted",
+      "querying",
+      "consolidated",
+      "saved",
+      "saved",
+      "removed",
+      "removed",
+    ]);
     expect(await storedNames()).toEqual([...Array.from({ length: 8 }, (_, n) => `note-${n + 2}`), "fresh", "notes"]);
   });
 
@@ -408,10 +420,12 @@ describe("rules 39–41: the lifecycle runs around the loop, with no hooks and n
     };
     const stored = storeBytes();
     const before = new PurposeModel({ turns: [textTurn("done")], selector: [json([])], extractor: [json([])] });
-    await expect(agentFor(P09, before, { hooks: failing("UserPromptSubmit") }).agent.run("go")).rejects.toThrow();
+    await expect(agentFor(P09, before, { hooks: failing("UserPromptSubmit") }).agent.run("go")).rejects.toThrow(
+      "UserPromptSubmit hook failed",
+    );
     expect(before.requests).toEqual([]);
     const after = new PurposeModel({ turns: [textTurn("done")], selector: [json([])], extractor: [json([])] });
-    await expect(agentFor(P09, after, { hooks: failing("Stop") }).agent.run("go")).rejects.toThrow();
+    await expect(agentFor(P09, after, { hooks: failing("Stop") }).agent.run("go")).rejects.toThrow("Stop hook failed");
     expect(after.requests.map((request) => request.purpose)).toEqual(["selector", undefined]);
     expect(storeBytes()).toEqual(stored);
   });
@@ -504,7 +518,20 @@ describe("rule 42: subagents get no memory", () => {
       undefined,
       "extractor",
     ]);
-    expect(model.sent("extractor")[0]?.messages[1]?.content).toContain("子 Agent 的结论");
+    // The child's answer is the task's result in the parent's history, which is what the extractor reads.
+    const payload = JSON.parse(model.sent("extractor")[0]?.messages[1]?.content ?? "") as { conversation: unknown[] };
+    expect(payload.conversation).toEqual([
+      { role: "user", content: "go" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "t1", type: "function", function: { name: "task", arguments: '{"description":"查数据库"}' } },
+        ],
+      },
+      { role: "tool", content: "子 Agent 的结论", tool_call_id: "t1" },
+      { role: "assistant", content: "done" },
+    ]);
   });
 });
 
@@ -628,7 +655,7 @@ describe("an unreadable store", () => {
     expect(run.code).toBe(2);
     const failure = lines(run.stderr).filter((line) => !line.startsWith("[Hook]"));
     expect(failure).toEqual([
-      expect.stringMatching(new RegExp(`^配置错误: memory file is invalid: \\.memory/${file}: `)),
+      `配置错误: memory file is invalid: .memory/${file}: the frontmatter must have exactly name, description and type`,
     ]);
     expect(server.requests).toEqual([]);
     expect(storeBytes()).toEqual(before);
@@ -717,7 +744,11 @@ describe("rule 47: the [Memory] lines", () => {
     const run = await ch09(["--prompt", "hi", "--quiet"], loopbackEnv(server));
     expect(run.code).toBe(0);
     expect(run.stdout).toBe("done\n");
-    expect(lines(run.stderr).at(-1)).toBe("[Memory] extraction failed: memory model output is not valid JSON");
+    expect(lines(run.stderr)).toEqual([
+      "[Hook] UserPromptSubmit",
+      "[Hook] Stop",
+      "[Memory] extraction failed: memory model output is not valid JSON",
+    ]);
     expect(existsSync(memoryFolder())).toBe(false);
   });
 
@@ -732,7 +763,7 @@ describe("rule 47: the [Memory] lines", () => {
       "[Hook] Stop",
       "[Memory] nothing new to save",
     ]);
-    expect(wireRequest(server, 1).messages.at(-1)?.content).toContain("## database-rule (feedback)");
+    expect(wireRequest(server, 1).messages.at(-1)).toEqual({ role: "system", content: DATABASE_MESSAGE });
   });
 
   it("a provider's reason is escaped on its line, and a description is cut to 80 columns", async () => {
@@ -1056,12 +1087,14 @@ describe("the chapter 9 demo", () => {
     const out = join(root, "demo.json");
     const run = await demoRun(["--transcript", out]);
     expect(run.code).toBe(0);
-    expect(run.stdout.startsWith("演示结束。")).toBe(true);
     const demoWorkspace = announcedWorkspace(run.stderr);
     const { SELECTOR_NARRATION, EXTRACTOR_NARRATION, CONSOLIDATOR_NARRATION } = await import("../src/cli/demo.js");
     const walkthrough = JSON.parse(readFileSync(new URL("../demo/ch09.json", import.meta.url), "utf8")) as {
       messages: { content: string }[];
     };
+    const answer = walkthrough.messages[2]?.content as string;
+    expect(answer.startsWith("演示结束。")).toBe(true);
+    expect(run.stdout).toBe(`${answer}\n`);
     expect(lines(run.stderr)).toEqual([
       `演示工作区: ${demoWorkspace}`,
       "[Hook] UserPromptSubmit",
