@@ -298,7 +298,6 @@ export class AgentRunner {
   }
 }
 
-/** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
 /** Each message's size, measured once: the history only grows, and its messages are frozen. */
 const messageSizes = new WeakMap<ChatMessage, number>();
 
@@ -318,6 +317,7 @@ function conversationBytes(history: readonly ChatMessage[]): number {
   return total;
 }
 
+/** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
 class ResultBudget {
   #left: number;
 

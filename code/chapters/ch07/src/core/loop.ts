@@ -359,7 +359,6 @@ function systemCopy(message: unknown): SystemMessage {
   return systemMessage(content);
 }
 
-/** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
 /** Each message's size, measured once: the history only grows, and its messages are frozen. */
 const messageSizes = new WeakMap<ChatMessage, number>();
 
@@ -379,6 +378,7 @@ function conversationBytes(history: readonly ChatMessage[]): number {
   return total;
 }
 
+/** What is left of one reply's result budget: a result that does not fit is replaced by a short error. */
 class ResultBudget {
   #left: number;
 
