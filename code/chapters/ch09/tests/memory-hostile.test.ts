@@ -1042,7 +1042,7 @@ describe.skipIf(!POSIX)("what the manifest does not list is never opened", () =>
 });
 
 describe.skipIf(!POSIX)("what a commit must not touch", () => {
-  it("a hand-made store whose catalog is over 4,096 bytes reads, and every write to it fails before any file is made", async () => {
+  it("a hand-made store whose catalog is over 4,096 bytes cannot be read, and every write to it fails before any file is made", async () => {
     // 60 valid records of 200-character descriptions: each file is small, the catalog about 15 KB.
     mkdirSync(memory);
     const files = Array.from({ length: 60 }, (_, index) => `r${index}-x.md`);
@@ -1050,9 +1050,13 @@ describe.skipIf(!POSIX)("what a commit must not touch", () => {
       writeFileSync(join(memory, file), recordText(`r${index}`, "d".repeat(200), "user", "ok")),
     );
     writeFileSync(join(memory, "manifest.json"), JSON.stringify({ version: 1, files }));
-    expect(await storeOf().records()).toHaveLength(60);
-    expect(Buffer.byteLength(await storeOf().renderCatalog())).toBeGreaterThan(4_096);
+    expect(
+      Buffer.byteLength(files.map((file, index) => `- [r${index}](${file}) - ${"d".repeat(200)}\n`).join("")),
+    ).toBeGreaterThan(4_096);
     const inside = folderState(memory);
+    // The selector would be sent the whole catalog each run: the store refuses it as it refuses any bad part.
+    expect(await outcome(storeOf().records())).toEqual(refused("memory index exceeds 4096 UTF-8 bytes"));
+    expect(await outcome(storeOf().renderCatalog())).toEqual(refused("memory index exceeds 4096 UTF-8 bytes"));
     expect(await outcome(storeOf().add(gamma))).toEqual(refused("memory index exceeds 4096 UTF-8 bytes"));
     expect(folderState(memory)).toEqual(inside);
   });

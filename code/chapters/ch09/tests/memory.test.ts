@@ -614,6 +614,35 @@ describe("MemoryStore: writing", () => {
     expect(folderState(join(root, ".memory"))).toEqual(before);
   });
 
+  it("the catalog is bounded on read as on write: a set past maxIndexBytes is unreadable, and no run starts on it", async () => {
+    const root = await tempFolder();
+    await new MemoryStore({ workspace: root, idGenerator: ids("one", "two") }).extend([record("a"), record("b")]);
+    const before = folderState(join(root, ".memory"));
+    // 64 bytes of catalog: "- [a](a-one.md) - a description\n" and the same for b.
+    const small = new MemoryStore({ workspace: root, maxIndexBytes: 63 });
+    await expect(small.records()).rejects.toThrow(new MemoryStoreError("memory index exceeds 63 UTF-8 bytes"));
+    await expect(small.renderCatalog()).rejects.toThrow(new MemoryStoreError("memory index exceeds 63 UTF-8 bytes"));
+    expect((await new MemoryStore({ workspace: root, maxIndexBytes: 64 }).records()).map((r) => r.name)).toEqual([
+      "a",
+      "b",
+    ]);
+    let selections = 0;
+    const session = new MemorySession({
+      store: small,
+      selector: {
+        select: () => {
+          selections += 1;
+          return Promise.resolve("[]");
+        },
+      },
+    });
+    await expect(session.beginTurn("anything")).rejects.toThrow(
+      new MemoryUnreadableError("memory index exceeds 63 UTF-8 bytes: .memory/manifest.json"),
+    );
+    expect(selections).toBe(0);
+    expect(folderState(join(root, ".memory"))).toEqual(before);
+  });
+
   it("the default index bounds are the book's: 200 memories fit, the 201st does not", async () => {
     const root = await tempFolder();
     const store = new MemoryStore({ workspace: root, idGenerator: ids("1"), maxIndexBytes: 1_000_000 });

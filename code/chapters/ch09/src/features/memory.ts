@@ -452,6 +452,18 @@ export class MemoryStore {
    * are replaced files removed. Any failure before the manifest is replaced puts the index back and removes the new
    * files, so the old set stays whole.
    */
+  /** The catalog of `entries`, within the index's bounds; past them the store refuses it, on read and on write. */
+  #boundedCatalog(entries: readonly MemoryEntry[]): string {
+    const catalog = catalogOf(entries);
+    if (lineCount(catalog) > this.#maxIndexLines) {
+      throw new MemoryStoreError(`memory index exceeds ${this.#maxIndexLines} lines`);
+    }
+    if (Buffer.byteLength(catalog, "utf8") > this.#maxIndexBytes) {
+      throw new MemoryStoreError(`memory index exceeds ${this.#maxIndexBytes} UTF-8 bytes`);
+    }
+    return catalog;
+  }
+
   async #commit(
     tx: Transaction,
     kept: readonly MemoryEntry[],
@@ -461,13 +473,7 @@ export class MemoryStore {
     const { folder } = tx;
     const fresh = added.map((record) => ({ record, file: `${record.name}-${this.#id()}.md` }));
     const final = [...kept, ...fresh];
-    const catalog = catalogOf(final);
-    if (lineCount(catalog) > this.#maxIndexLines) {
-      throw new MemoryStoreError(`memory index exceeds ${this.#maxIndexLines} lines`);
-    }
-    if (Buffer.byteLength(catalog, "utf8") > this.#maxIndexBytes) {
-      throw new MemoryStoreError(`memory index exceeds ${this.#maxIndexBytes} UTF-8 bytes`);
-    }
+    const catalog = this.#boundedCatalog(final);
     const created: string[] = [];
     let indexReplaced = false;
     try {
@@ -553,6 +559,9 @@ export class MemoryStore {
             throw new MemoryStoreError(ESCAPES, { cause: error });
           }
           const { manifestExisted, entries } = await readStore(folder, this.#maxIndexLines);
+          // A set no commit of ours could have made (a hand-made store) is unreadable, not a bigger catalog for
+          // the selector: the catalog goes into a request every run.
+          this.#boundedCatalog(entries);
           return work({ folder, manifestExisted, entries, lock });
         });
       } finally {
@@ -1119,7 +1128,10 @@ export class MemorySession implements TurnLifecycle {
  * messages get their path after them (a record's already names its file), the book's words left whole.
  */
 function namingThePlace(message: string): string {
-  if (message.startsWith("memory manifest")) return `${message}: ${MEMORY_FOLDER}/${MANIFEST}`;
+  // An index over its bounds is the manifest's set: it lists too many memories, or too long descriptions.
+  if (message.startsWith("memory manifest") || message.startsWith("memory index")) {
+    return `${message}: ${MEMORY_FOLDER}/${MANIFEST}`;
+  }
   if (message === ESCAPES || message === "memory folder is not a folder") return `${message}: ${MEMORY_FOLDER}`;
   return message;
 }
