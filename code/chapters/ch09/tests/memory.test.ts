@@ -789,7 +789,7 @@ describe("MemoryStore: a failed write rolls back", () => {
     await expectOldSet(root, store, before);
   });
 
-  it("a first commit whose manifest cannot be written leaves no MEMORY.md and no record file", async () => {
+  it("a first commit whose manifest cannot be written leaves no MEMORY.md, no record file and no .memory", async () => {
     const root = await tempFolder();
     const realRename = fsp.rename;
     vi.spyOn(fsp, "rename").mockImplementation(async (from, to) => {
@@ -801,8 +801,27 @@ describe("MemoryStore: a failed write rolls back", () => {
     await expect(store.add(record("first"))).rejects.toThrow(new MemoryStoreError("the disk is full"));
     vi.restoreAllMocks();
     syncBuiltinESMExports();
-    expect(readdirSync(join(root, ".memory"))).toEqual([]);
+    expect(existsSync(join(root, ".memory"))).toBe(false);
     expect(await store.records()).toEqual([]);
+  });
+
+  it("a failed commit removes the .memory it made, and only that one: a .memory that was there stays", async () => {
+    const root = await tempFolder();
+    // Over the book's 4096-byte catalog: refused before any record file is made, after .memory was.
+    const batch = Array.from({ length: 100 }, (_, i) => record(`m${i}`, "d"));
+    await expect(new MemoryStore({ workspace: root }).extend(batch)).rejects.toThrow(
+      new MemoryStoreError("memory index exceeds 4096 UTF-8 bytes"),
+    );
+    expect(readdirSync(root)).toEqual([]);
+    await expect(new MemoryStore({ workspace: root, idGenerator: () => "BAD" }).add(record("a"))).rejects.toThrow(
+      new MemoryStoreError("memory id must be a lowercase slug of at most 32 characters"),
+    );
+    expect(readdirSync(root)).toEqual([]);
+    mkdirSync(join(root, ".memory"));
+    await expect(new MemoryStore({ workspace: root }).extend(batch)).rejects.toThrow(
+      new MemoryStoreError("memory index exceeds 4096 UTF-8 bytes"),
+    );
+    expect(readdirSync(join(root, ".memory"))).toEqual([]);
   });
 
   it("a consolidation whose manifest cannot be replaced keeps every replaced file and the old set", async () => {

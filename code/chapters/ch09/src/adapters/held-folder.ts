@@ -30,6 +30,11 @@ export interface HeldFolder {
   remove(name: string): Promise<boolean>;
   /** Best effort: the folder's entries on disk, so a renamed name survives a crash. */
   sync(): void;
+  /**
+   * Best effort, for a write that failed: removes the folder if this call made it, it is still that very folder, and
+   * it is empty (FolderAccess.removeMade, so nothing where folders are reached by name). Never anything in it.
+   */
+  removeMade(): void;
   close(): void;
 }
 
@@ -63,13 +68,13 @@ export function openHeldFolder(
       return "outside";
     }
     if (made) chmodQuietly(found);
-    return held(access, found, made);
+    return held(access, found, name, made);
   } finally {
     access.close(root);
   }
 }
 
-function held(access: FolderAccess, folder: Folder, made: boolean): HeldFolder {
+function held(access: FolderAccess, folder: Folder, folderName: string, made: boolean): HeldFolder {
   const entry = (name: string): string =>
     folder.fd === undefined ? join(folder.path, name) : `/proc/self/fd/${folder.fd}/${name}`;
   const confirm = (): void => {
@@ -142,6 +147,19 @@ function held(access: FolderAccess, folder: Folder, made: boolean): HeldFolder {
         fsyncSync(folder.fd);
       } catch {
         // Some file systems cannot sync a folder; each file was synced before its name was published.
+      }
+    },
+    removeMade() {
+      if (!made) return;
+      try {
+        const root = access.openWorkspace(folder.root);
+        try {
+          access.removeMade(root, folderName, folder);
+        } finally {
+          access.close(root);
+        }
+      } catch {
+        // The workspace itself is gone or moved: nothing there is ours to remove.
       }
     },
     close: () => access.close(folder),

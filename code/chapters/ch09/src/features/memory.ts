@@ -564,6 +564,11 @@ export class MemoryStore {
           this.#boundedCatalog(entries);
           return work({ folder, manifestExisted, entries, lock });
         });
+      } catch (error) {
+        // `.memory` is made by the first commit: one that failed leaves no empty folder for the reader to wonder at.
+        // Only the folder this call made, only when empty (the lock folder is gone by now).
+        folder.removeMade();
+        throw error;
       } finally {
         folder.close();
       }
