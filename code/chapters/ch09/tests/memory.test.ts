@@ -15,6 +15,7 @@ import { createRequire, syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it, test, vi } from "vitest";
 import { withFileLock } from "../src/adapters/file-lock.js";
 import { TurnLifecycleRefusal } from "../src/core/loop.js";
@@ -853,6 +854,84 @@ describe("MemoryStore: a failed write rolls back", () => {
     await expect(store.add(record("second"))).rejects.toThrow(MemoryStoreError);
     expect(readFileSync(join(root, ".memory", "manifest.json"))).toEqual(manifest);
     expect(readdirSync(join(root, ".memory")).sort()).toEqual(["MEMORY.md", "first-one.md", "manifest.json"]);
+  });
+});
+
+// A worker thread (its own OS thread) reads the two replaced files in a loop while the main thread commits, so its
+// reads land before, during and after each replace.
+const READER = `
+const { workerData, parentPort } = require("node:worker_threads");
+const { readFileSync } = require("node:fs");
+const { flags, files } = workerData;
+const seen = files.map(() => new Set());
+let reads = 0;
+while (Atomics.load(flags, 0) === 0) {
+  files.forEach((file, index) => seen[index].add(readFileSync(file, "latin1")));
+  reads += 1;
+}
+parentPort.postMessage({ reads, seen: seen.map((set) => [...set]) });
+`;
+
+describe("MemoryStore: atomic replace", () => {
+  it.skipIf(!POSIX)(
+    "a reader that opened MEMORY.md or manifest.json before a commit reads the old bytes whole; one opening after reads the new",
+    async () => {
+      const root = await tempFolder();
+      const memory = join(root, ".memory");
+      const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "two") });
+      await store.add(record("first"));
+      const handles = await Promise.all(["manifest.json", "MEMORY.md"].map((name) => open(join(memory, name), "r")));
+      try {
+        await store.add(record("second"));
+        const early = await Promise.all(handles.map(async (handle) => (await handle.readFile()).toString("utf8")));
+        expect(early).toEqual([
+          '{"version":1,"files":["first-one.md"]}',
+          "- [first](first-one.md) - first description\n",
+        ]);
+      } finally {
+        await Promise.all(handles.map((handle) => handle.close()));
+      }
+      expect([
+        readFileSync(join(memory, "manifest.json"), "utf8"),
+        readFileSync(join(memory, "MEMORY.md"), "utf8"),
+      ]).toEqual([
+        '{"version":1,"files":["first-one.md","second-two.md"]}',
+        "- [first](first-one.md) - first description\n- [second](second-two.md) - second description\n",
+      ]);
+    },
+  );
+
+  it("a reader racing twenty commits only ever sees a whole published manifest and MEMORY.md, never a mix", async () => {
+    const root = await tempFolder();
+    const memory = join(root, ".memory");
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("id") });
+    await store.add(record("m0"));
+    const flags = new Int32Array(new SharedArrayBuffer(4));
+    const worker = new Worker(READER, {
+      eval: true,
+      workerData: { flags, files: [join(memory, "manifest.json"), join(memory, "MEMORY.md")] },
+    });
+    const stopped = new Promise<{ reads: number; seen: string[][] }>((resolve, reject) => {
+      worker.once("message", resolve);
+      worker.once("error", reject);
+    });
+    try {
+      for (let index = 1; index < 20; index += 1) await store.add(record(`m${index}`));
+    } finally {
+      Atomics.store(flags, 0, 1);
+    }
+    const { reads, seen } = await stopped;
+    await worker.terminate();
+    // ids("id") hands out "id", then "id-1", "id-2" …
+    const fileOf = (index: number): string => (index === 0 ? "m0-id.md" : `m${index}-id-${index}.md`);
+    const published = Array.from({ length: 20 }, (_, count) =>
+      Array.from({ length: count + 1 }, (_, index) => ({ record: record(`m${index}`), file: fileOf(index) })),
+    );
+    const manifests = new Set(published.map((set) => JSON.stringify({ version: 1, files: set.map((e) => e.file) })));
+    const indexes = new Set(published.map((set) => catalogOf(set)));
+    expect(reads).toBeGreaterThan(0);
+    expect((seen[0] as string[]).filter((text) => !manifests.has(text))).toEqual([]);
+    expect((seen[1] as string[]).filter((text) => !indexes.has(text))).toEqual([]);
   });
 });
 
