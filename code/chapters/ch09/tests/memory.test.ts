@@ -1005,6 +1005,29 @@ describe("MemoryStore: consolidation", () => {
     expect(await store.records()).toEqual([record("late"), record("merged")]);
   });
 
+  it("a source that names one of this run's additions never removes a record of that name committed meanwhile", async () => {
+    const root = await tempFolder();
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one", "two", "merged") });
+    const first = record("first");
+    await store.add(first);
+    // The session read [first] and extracted `late`; another process saves its own `late` before the commit.
+    const theirs = record("late", "Their late fact", "their body");
+    await new MemoryStore({ workspace: root, idGenerator: ids("theirs") }).add(theirs);
+    await store.applyConsolidation({
+      baseRecords: [first],
+      additions: [record("late")],
+      sourceNames: ["first", "late"],
+      replacements: [record("merged")],
+    });
+    expect(await store.records()).toEqual([theirs, record("merged")]);
+    expect(readdirSync(join(root, ".memory")).sort()).toEqual([
+      "MEMORY.md",
+      "late-theirs.md",
+      "manifest.json",
+      "merged-two.md",
+    ]);
+  });
+
   it("source names must be unique names of the base records or additions", async () => {
     const root = await tempFolder();
     const store = new MemoryStore({ workspace: root });

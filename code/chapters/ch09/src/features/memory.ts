@@ -436,13 +436,18 @@ export class MemoryStore {
         return now !== undefined && sameRecord(now, record);
       });
       if (!unchanged) throw new MemoryStoreError("memory collection changed during consolidation");
-      const kept = tx.entries.filter((entry) => !sources.has(entry.record.name));
+      // Only base records are replaced: a source naming one of this run's additions consumes that addition, and a
+      // stored record of the same name (another process's, saved meanwhile) was never shown to the consolidator.
+      const baseNames = new Set(plan.baseRecords.map((record) => record.name));
+      const isReplaced = (entry: MemoryEntry): boolean =>
+        sources.has(entry.record.name) && baseNames.has(entry.record.name);
+      const kept = tx.entries.filter((entry) => !isReplaced(entry));
       const added = [...plan.additions.filter((record) => !sources.has(record.name)), ...plan.replacements];
       requireNewNames(
         kept.map((entry) => entry.record.name),
         added,
       );
-      const replaced = tx.entries.filter((entry) => sources.has(entry.record.name));
+      const replaced = tx.entries.filter(isReplaced);
       return this.#commit(tx, kept, added, replaced);
     });
   }
