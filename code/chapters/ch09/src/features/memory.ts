@@ -452,11 +452,6 @@ export class MemoryStore {
     });
   }
 
-  /**
-   * New files first (O_EXCL, synced, read back), then `MEMORY.md`, then the manifest: the commit point. Only after it
-   * are replaced files removed. Any failure before the manifest is replaced puts the index back and removes the new
-   * files, so the old set stays whole.
-   */
   /** The catalog of `entries`, within the index's bounds; past them the store refuses it, on read and on write. */
   #boundedCatalog(entries: readonly MemoryEntry[]): string {
     const catalog = catalogOf(entries);
@@ -469,6 +464,11 @@ export class MemoryStore {
     return catalog;
   }
 
+  /**
+   * New files first (O_EXCL, synced, read back), then `MEMORY.md`, then the manifest: the commit point. Only after it
+   * are replaced files removed. Any failure before the manifest is replaced puts the index back and removes the new
+   * files, so the old set stays whole.
+   */
   async #commit(
     tx: Transaction,
     kept: readonly MemoryEntry[],
