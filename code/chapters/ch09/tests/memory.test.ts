@@ -270,6 +270,15 @@ describe("serializeMemoryRecord and parseMemoryRecord", () => {
     }
   });
 
+  it("writes each frontmatter key on one line, even a description YAML would put in a block (---, ...)", () => {
+    for (const description of ["---", "...", "--- x", "...x"]) {
+      const item = record("a", description);
+      const text = serializeMemoryRecord(item);
+      expect(text).toBe(`---\nname: a\ndescription: ${JSON.stringify(description)}\ntype: project\n---\n\na body\n`);
+      expect(parseMemoryRecord(text, "a-x1.md")).toEqual(item);
+    }
+  });
+
   it("accepts one leading BOM and CRLF line ends, and reads the same record", () => {
     const text = "\uFEFF---\r\nname: tabs\r\ndescription: Tabs\r\ntype: user\r\n---\r\n\r\nUse tabs.\r\n";
     expect(parseMemoryRecord(text, "tabs-1.md")).toEqual(

@@ -183,8 +183,8 @@ function checkFileBudget(text: string): void {
   }
 }
 
-/** A YAML scalar on one line (no folding), quoted only where YAML would read it as something else. */
-const yamlScalar = (value: string): string => stringify(value, { lineWidth: 0 }).replace(/\n$/, "");
+/** A YAML scalar on one line (no folding, no block scalar), quoted only where YAML would read it as something else. */
+const yamlScalar = (value: string): string => stringify(value, { lineWidth: 0, blockQuote: false }).replace(/\n$/, "");
 
 /** The file's exact bytes: frontmatter with the keys in this order, a blank line, the body, a final newline. */
 export function serializeMemoryRecord(record: MemoryRecord): string {
