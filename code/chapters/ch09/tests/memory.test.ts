@@ -2226,6 +2226,9 @@ describe("stableJson", () => {
       Number.POSITIVE_INFINITY,
       { a: undefined },
       [undefined],
+      // A hole is an undefined element: "[1,,2]" would not even be JSON.
+      // eslint-disable-next-line no-sparse-arrays
+      [1, , 2],
     ]) {
       expect(() => stableJson(value), typeof value).toThrow(TypeError);
     }

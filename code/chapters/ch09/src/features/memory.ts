@@ -785,7 +785,8 @@ export function stableJson(value: unknown): string {
     if (!Number.isFinite(value)) throw new TypeError("stableJson cannot write a non-finite number");
     return JSON.stringify(value);
   }
-  if (Array.isArray(value)) return `[${value.map((item: unknown) => stableJson(item)).join(",")}]`;
+  // Array.from visits holes (as undefined, which throws); map would skip them and write "[1,,2]".
+  if (Array.isArray(value)) return `[${Array.from(value as unknown[], (item) => stableJson(item)).join(",")}]`;
   if (typeof value === "object") {
     const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${stableJson(item)}`).join(",")}}`;
