@@ -5,6 +5,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  rmdirSync,
   statSync,
   symlinkSync,
   utimesSync,
@@ -1107,6 +1108,35 @@ describe("MemoryStore: the two-layer lock", () => {
     await expect(store.add(record("a"))).rejects.toThrow(new MemoryLockError(LOCKED));
     await expect(store.records()).rejects.toThrow(new MemoryLockError(LOCKED));
     expect(readdirSync(join(root, ".memory"))).toEqual([".lock"]);
+  });
+
+  it("a .memory removed while a commit waits for its lock (another's failed first commit) is made again, and the commit lands", async () => {
+    const root = await tempFolder();
+    const memory = join(root, ".memory");
+    mkdirSync(memory);
+    let release = (): void => undefined;
+    let held = (): void => undefined;
+    const taken = new Promise<void>((resolve) => (held = resolve));
+    const holding = withFileLock(
+      memory,
+      { lockfilePath: join(memory, ".lock"), stale: LOCK_STALE_MS, update: LOCK_UPDATE_MS, retryMs: 50 },
+      () => {
+        held();
+        return new Promise<void>((resolve) => (release = resolve));
+      },
+    );
+    await taken;
+    let waiting = (): void => undefined;
+    const waited = new Promise<void>((resolve) => (waiting = resolve));
+    const store = new MemoryStore({ workspace: root, idGenerator: ids("one"), onLockWait: () => waiting() });
+    const adding = store.add(record("a"));
+    await waited;
+    release();
+    await holding;
+    // What the other process's cleanup does: its lock is gone, and so is the empty folder it made.
+    rmdirSync(memory);
+    expect((await adding).saved.map((item) => item.file)).toEqual([".memory/a-one.md"]);
+    expect(await store.records()).toEqual([record("a")]);
   });
 
   it("onLockWait is called once when an operation has waited more than a second", async () => {

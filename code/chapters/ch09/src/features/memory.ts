@@ -551,33 +551,55 @@ export class MemoryStore {
       throw new MemoryStoreError("memory workspace is not a folder", { cause: error });
     }
     return serialized(join(workspace, MEMORY_FOLDER), async () => {
-      const folder = openMemoryFolder(workspace, create);
-      if (folder === undefined) {
-        if (missing === undefined) throw new MemoryStoreError("memory folder could not be made");
-        return missing();
-      }
       try {
-        return await this.#locked(folder, async (lock) => {
-          try {
-            folder.confirm();
-          } catch (error) {
-            throw new MemoryStoreError(ESCAPES, { cause: error });
-          }
-          const { manifestExisted, entries } = await readStore(folder, this.#maxIndexLines);
-          // A set no commit of ours could have made (a hand-made store) is unreadable, not a bigger catalog for
-          // the selector: the catalog goes into a request every run.
-          this.#boundedCatalog(entries);
-          return work({ folder, manifestExisted, entries, lock });
-        });
+        return await this.#once(workspace, create, work, missing);
       } catch (error) {
-        // `.memory` is made by the first commit: one that failed leaves no empty folder for the reader to wonder at.
-        // Only the folder this call made, only when empty (the lock folder is gone by now).
-        folder.removeMade();
-        throw error;
-      } finally {
-        folder.close();
+        // The folder was removed after it was opened and before the lock was taken: another process's first commit
+        // failed and removed the empty folder it had made while this one waited for its lock. Opened again, once.
+        if (
+          !(error instanceof MemoryLockError) ||
+          (error.cause as NodeJS.ErrnoException | undefined)?.code !== "ENOENT"
+        ) {
+          throw error;
+        }
+        return this.#once(workspace, create, work, missing);
       }
     });
+  }
+
+  /** One opening of `.memory` and one locked transaction on it (see #transaction). */
+  async #once<T>(
+    workspace: string,
+    create: boolean,
+    work: (tx: Transaction) => Promise<T>,
+    missing: (() => T) | undefined,
+  ): Promise<T> {
+    const folder = openMemoryFolder(workspace, create);
+    if (folder === undefined) {
+      if (missing === undefined) throw new MemoryStoreError("memory folder could not be made");
+      return missing();
+    }
+    try {
+      return await this.#locked(folder, async (lock) => {
+        try {
+          folder.confirm();
+        } catch (error) {
+          throw new MemoryStoreError(ESCAPES, { cause: error });
+        }
+        const { manifestExisted, entries } = await readStore(folder, this.#maxIndexLines);
+        // A set no commit of ours could have made (a hand-made store) is unreadable, not a bigger catalog for
+        // the selector: the catalog goes into a request every run.
+        this.#boundedCatalog(entries);
+        return work({ folder, manifestExisted, entries, lock });
+      });
+    } catch (error) {
+      // `.memory` is made by the first commit: one that failed leaves no empty folder for the reader to wonder at.
+      // Only the folder this call made, only when empty (the lock folder is gone by now).
+      folder.removeMade();
+      throw error;
+    } finally {
+      folder.close();
+    }
   }
 
   async #locked<T>(folder: HeldFolder, work: (lock: HeldLock) => Promise<T>): Promise<T> {
