@@ -1278,7 +1278,7 @@ function entryProgram(argv: readonly string[], env: NodeJS.ProcessEnv, cwd: stri
   });
 }
 
-describe("rule 45 across processes, and npm run demo", () => {
+describe("rule 45 across processes", () => {
   it("a memory the first ch09 process saves is selected by a second process on the same workspace", async () => {
     const first = await scriptedProvider([wireText("stored"), wireJson([PROJECT_FACT])]);
     const one = await entryProgram(
@@ -1299,14 +1299,5 @@ describe("rule 45 across processes, and npm run demo", () => {
     expect(two.stderr).toContain("\n[Memory] selected 1 of 1: project-fact\n");
     expect(wireRequest(second, 1).messages.at(-1)).toEqual({ role: "system", content: PROJECT_FACT_MESSAGE });
     expect(storeNames().filter((name) => name.endsWith(".lock") || name.endsWith(".tmp"))).toEqual([]);
-  });
-
-  it("npm run demo (the ch09 entry with --demo) runs with no key and exits 0", async () => {
-    const tmp = join(root, "tmp");
-    await mkdir(tmp);
-    const run = await entryProgram(["--demo", "--quiet"], { ...keylessEnv(), TMPDIR: tmp, TMP: tmp, TEMP: tmp }, root);
-    expect(run.code).toBe(0);
-    expect(run.stdout.startsWith("演示结束。")).toBe(true);
-    expect(run.stderr).toContain("\n[Memory] consolidated tabs-old, tabs-new into tabs\n");
   });
 });
